@@ -1,0 +1,2 @@
+//! Runnable Runledger examples live in `examples/examples/`; run one with
+//! `cargo run -p runledger-examples --example <name>`.

@@ -1,0 +1,257 @@
+//! What a handler receives and returns.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{JobFailureKind, JobId, JobType, WorkflowRunId, WorkflowStepId};
+
+/// Facts about the job being executed, handed to [`JobHandler::execute`].
+///
+/// ```
+/// use runledger_engine::core::jobs::{JobContext, JobId, JobType};
+///
+/// let ctx = JobContext::new(JobId::new_v7(), JobType::new("emails.send"), 1, 5, "worker-a");
+/// assert!(ctx.is_last_attempt() == false);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct JobContext {
+    /// The job's id.
+    pub job_id: JobId,
+    /// The job's type.
+    pub job_type: JobType<'static>,
+    /// Which attempt this is, starting at 1 (counted since the last requeue).
+    pub attempt: i32,
+    /// How many attempts the job gets before it is dead-lettered.
+    pub max_attempts: i32,
+    /// The worker holding the lease.
+    pub worker_id: String,
+    /// The organization the job belongs to, if any.
+    pub organization_id: Option<Uuid>,
+    /// When the current lease expires unless renewed.
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// The workflow run, when the job is a workflow step.
+    pub workflow_run_id: Option<WorkflowRunId>,
+    /// The workflow step, when the job is a workflow step.
+    pub workflow_step_id: Option<WorkflowStepId>,
+}
+
+impl JobContext {
+    /// A context for a direct (non-workflow) job; the runtime fills the remaining fields.
+    pub fn new(
+        job_id: JobId,
+        job_type: JobType<'static>,
+        attempt: i32,
+        max_attempts: i32,
+        worker_id: impl Into<String>,
+    ) -> Self {
+        Self {
+            job_id,
+            job_type,
+            attempt,
+            max_attempts,
+            worker_id: worker_id.into(),
+            organization_id: None,
+            lease_expires_at: None,
+            workflow_run_id: None,
+            workflow_step_id: None,
+        }
+    }
+
+    /// Whether a retryable failure of this attempt will dead-letter the job anyway.
+    pub fn is_last_attempt(&self) -> bool {
+        self.attempt >= self.max_attempts
+    }
+}
+
+/// A successful result, optionally with a compact JSON output stored on the job.
+///
+/// ```
+/// use runledger_engine::core::jobs::JobCompletion;
+///
+/// assert!(JobCompletion::success().output.is_none());
+/// let done = JobCompletion::with_output(serde_json::json!({"sent": true}));
+/// assert_eq!(done.output.unwrap()["sent"], true);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct JobCompletion {
+    /// JSON stored in `job_queue.output` (and, for a workflow step, on the step).
+    pub output: Option<Value>,
+}
+
+impl JobCompletion {
+    /// Success without output.
+    pub fn success() -> Self {
+        Self { output: None }
+    }
+
+    /// Success with a JSON output. Keep it compact: store large artifacts elsewhere and return
+    /// a reference.
+    pub fn with_output(output: Value) -> Self {
+        Self {
+            output: Some(output),
+        }
+    }
+}
+
+/// A failed attempt: whether it may be retried, a stable code and a message.
+///
+/// ```
+/// use std::time::Duration;
+/// use runledger_engine::core::jobs::{JobFailure, JobFailureKind};
+///
+/// let failure = JobFailure::retryable("smtp.unavailable", "SMTP server refused the connection")
+///     .with_retry_after(Duration::from_secs(60));
+/// assert_eq!(failure.kind, JobFailureKind::Retryable);
+/// assert!(failure.retry_not_before.is_some());
+///
+/// let fatal = JobFailure::terminal("email.invalid_address", "no such mailbox");
+/// assert_eq!(fatal.kind, JobFailureKind::Terminal);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JobFailure {
+    /// How the attempt failed; decides between retry and dead letter.
+    pub kind: JobFailureKind,
+    /// Stable machine-readable code, e.g. `smtp.unavailable`.
+    pub code: String,
+    /// Human-readable detail.
+    pub message: String,
+    /// Earliest time of the next attempt. A lower bound only: it never makes the retry come
+    /// sooner than the definition's backoff policy.
+    pub retry_not_before: Option<DateTime<Utc>>,
+}
+
+impl JobFailure {
+    /// A failure worth retrying while attempts remain.
+    pub fn retryable(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(JobFailureKind::Retryable, code, message)
+    }
+
+    /// A permanent failure: the job is dead-lettered at once.
+    pub fn terminal(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(JobFailureKind::Terminal, code, message)
+    }
+
+    /// A failure of the given kind.
+    pub fn new(kind: JobFailureKind, code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            code: code.into(),
+            message: message.into(),
+            retry_not_before: None,
+        }
+    }
+
+    /// Asks that the next attempt not start before `at`.
+    pub fn with_retry_not_before(mut self, at: DateTime<Utc>) -> Self {
+        self.retry_not_before = Some(at);
+        self
+    }
+
+    /// Asks that the next attempt not start within `delay` from now.
+    pub fn with_retry_after(self, delay: Duration) -> Self {
+        let delay = chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
+        let at = Utc::now()
+            .checked_add_signed(delay)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        self.with_retry_not_before(at)
+    }
+}
+
+/// In-flight progress a handler may report; stored as JSON on the job row.
+///
+/// ```
+/// use runledger_engine::core::jobs::JobProgressUpdate;
+///
+/// let update = JobProgressUpdate::new().stage("crawling").completed(3).total(10);
+/// assert_eq!(update.total, Some(10));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct JobProgressUpdate {
+    /// A short name of the current phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// Units of work done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completed: Option<u64>,
+    /// Units of work in all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// A free-form message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl JobProgressUpdate {
+    /// An empty update.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the phase name.
+    pub fn stage(mut self, stage: impl Into<String>) -> Self {
+        self.stage = Some(stage.into());
+        self
+    }
+
+    /// Sets the units done.
+    pub fn completed(mut self, completed: u64) -> Self {
+        self.completed = Some(completed);
+        self
+    }
+
+    /// Sets the units in all.
+    pub fn total(mut self, total: u64) -> Self {
+        self.total = Some(total);
+        self
+    }
+
+    /// Sets the message.
+    pub fn message(mut self, message: impl Into<String>) -> Self {
+        self.message = Some(message.into());
+        self
+    }
+}
+
+/// Executes jobs of one type. The runtime calls [`execute`](JobHandler::execute) once per
+/// attempt, with the job's JSON payload.
+///
+/// ```
+/// use runledger_engine::core::jobs::{JobCompletion, JobContext, JobFailure, JobHandler, JobType};
+/// use runledger_engine::core::prelude::async_trait;
+/// use serde_json::Value;
+///
+/// struct SendEmail;
+///
+/// #[async_trait]
+/// impl JobHandler for SendEmail {
+///     fn job_type(&self) -> JobType<'static> {
+///         JobType::new("jobs.email.send")
+///     }
+///
+///     async fn execute(&self, _ctx: JobContext, payload: Value) -> Result<JobCompletion, JobFailure> {
+///         if payload.get("to").is_none() {
+///             return Err(JobFailure::terminal("email.missing_recipient", "payload has no `to`"));
+///         }
+///         Ok(JobCompletion::success())
+///     }
+/// }
+/// ```
+#[async_trait::async_trait]
+pub trait JobHandler: Send + Sync + 'static {
+    /// The job type this handler runs.
+    fn job_type(&self) -> JobType<'static>;
+
+    /// Runs one attempt.
+    async fn execute(
+        &self,
+        context: JobContext,
+        payload: Value,
+    ) -> Result<JobCompletion, JobFailure>;
+}

@@ -1,0 +1,237 @@
+//! Persistence errors with stable codes and client-safe messages.
+
+use std::fmt;
+
+use crate::core::jobs::{IdentifierError, JobId, JobStatus};
+
+/// Result alias for persistence calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Broad class of an [`Error`], for mapping onto HTTP statuses and the like. Branch on
+/// [`Error::code`] for anything finer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorCategory {
+    /// The caller's input is invalid.
+    Validation,
+    /// The addressed row does not exist (or is not visible in the caller's scope).
+    NotFound,
+    /// The request conflicts with the current state.
+    Conflict,
+    /// The database failed or could not be reached; retrying later may succeed.
+    Storage,
+}
+
+/// A database failure, wrapped so that neither `Display` nor `Debug` leaks SQL or server
+/// detail. [`QueryError::internal_message`] has the full diagnostic for logs.
+pub struct QueryError {
+    source: sqlx::Error,
+}
+
+impl QueryError {
+    /// The full diagnostic, for server-side logs only.
+    pub fn internal_message(&self) -> String {
+        self.source.to_string()
+    }
+
+    /// The underlying `sqlx` error.
+    pub fn source_error(&self) -> &sqlx::Error {
+        &self.source
+    }
+
+    /// Whether the failure is about reaching the server rather than the statement.
+    pub fn is_connection_error(&self) -> bool {
+        matches!(
+            self.source,
+            sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::WorkerCrashed
+                | sqlx::Error::Protocol(_)
+        )
+    }
+
+    fn kind(&self) -> &'static str {
+        if self.is_connection_error() {
+            "connection"
+        } else {
+            match &self.source {
+                sqlx::Error::Database(_) => "database",
+                sqlx::Error::RowNotFound => "row_not_found",
+                sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => "decode",
+                _ => "other",
+            }
+        }
+    }
+}
+
+impl fmt::Display for QueryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("database operation failed")
+    }
+}
+
+impl fmt::Debug for QueryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueryError")
+            .field("kind", &self.kind())
+            .finish()
+    }
+}
+
+impl std::error::Error for QueryError {}
+
+impl From<sqlx::Error> for QueryError {
+    fn from(source: sqlx::Error) -> Self {
+        Self { source }
+    }
+}
+
+/// Everything a persistence call can fail with. `Display` is safe to show to API clients.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An identifier or other input failed validation.
+    #[error("invalid input: {0}")]
+    InvalidIdentifier(#[from] IdentifierError),
+    /// A request field is out of range or inconsistent.
+    #[error("invalid input: {message}")]
+    InvalidInput {
+        /// Stable code of the rule that was broken.
+        code: &'static str,
+        /// What is wrong, safe to show.
+        message: String,
+    },
+    /// Enqueue named a job type whose definition is missing or disabled.
+    #[error("job type `{job_type}` is not defined or is disabled")]
+    DefinitionNotFoundOrDisabled {
+        /// The requested job type.
+        job_type: String,
+    },
+    /// No job definition has this type.
+    #[error("job definition `{job_type}` not found")]
+    DefinitionNotFound {
+        /// The requested job type.
+        job_type: String,
+    },
+    /// The idempotency key is already used by a different enqueue request.
+    #[error("idempotency key `{idempotency_key}` was already used for a different request")]
+    IdempotencyConflict {
+        /// The key.
+        idempotency_key: String,
+        /// The job created by the original request.
+        existing_job_id: JobId,
+    },
+    /// The job does not exist.
+    #[error("job {job_id} not found")]
+    JobNotFound {
+        /// The requested job.
+        job_id: JobId,
+    },
+    /// A worker write was refused: the caller no longer holds the job's lease (another worker
+    /// took it, the job was canceled, or the lease simply expired).
+    #[error("job {job_id} is not leased by this worker for this attempt")]
+    LeaseOwnerMismatch {
+        /// The job.
+        job_id: JobId,
+    },
+    /// The job is not in a state that allows the operation.
+    #[error("job {job_id} cannot be {operation} while {status}")]
+    InvalidJobState {
+        /// The job.
+        job_id: JobId,
+        /// Its current status.
+        status: JobStatus,
+        /// What was attempted (`canceled`, `requeued`).
+        operation: &'static str,
+    },
+    /// Workflow step jobs cannot be requeued directly; that would bypass the DAG.
+    #[error("job {job_id} belongs to a workflow and cannot be requeued directly")]
+    WorkflowRequeueNotSupported {
+        /// The job.
+        job_id: JobId,
+    },
+    /// Workflow step jobs cannot be canceled one by one; cancel the workflow run instead.
+    #[error("job {job_id} belongs to a workflow; cancel the workflow run instead")]
+    WorkflowCancelNotSupported {
+        /// The job.
+        job_id: JobId,
+    },
+    /// A row held a value this version cannot interpret.
+    #[error("stored data could not be read")]
+    CorruptRow {
+        /// What was wrong, for logs.
+        detail: String,
+    },
+    /// The database failed or could not be reached.
+    #[error(transparent)]
+    Query(#[from] QueryError),
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(source: sqlx::Error) -> Self {
+        Self::Query(QueryError::from(source))
+    }
+}
+
+impl Error {
+    /// Stable, dotted error code, e.g. `job.lease_owner_mismatch`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidIdentifier(err) => err.code(),
+            Self::InvalidInput { code, .. } => code,
+            Self::DefinitionNotFoundOrDisabled { .. } => "job.definition_not_found_or_disabled",
+            Self::DefinitionNotFound { .. } => "job_definition.not_found",
+            Self::IdempotencyConflict { .. } => "job.idempotency_conflict",
+            Self::JobNotFound { .. } => "job.not_found",
+            Self::LeaseOwnerMismatch { .. } => "job.lease_owner_mismatch",
+            Self::InvalidJobState { operation, .. } => match *operation {
+                "canceled" => "job.cancel_invalid_state",
+                _ => "job.requeue_invalid_state",
+            },
+            Self::WorkflowRequeueNotSupported { .. } => "job.workflow_requeue_not_supported",
+            Self::WorkflowCancelNotSupported { .. } => "job.workflow_cancel_not_supported",
+            Self::CorruptRow { .. } => "storage.corrupt_row",
+            Self::Query(err) if err.is_connection_error() => "storage.unavailable",
+            Self::Query(_) => "storage.query_failed",
+        }
+    }
+
+    /// The broad class of the error.
+    pub fn category(&self) -> ErrorCategory {
+        match self {
+            Self::InvalidIdentifier(_) | Self::InvalidInput { .. } => ErrorCategory::Validation,
+            Self::DefinitionNotFound { .. } | Self::JobNotFound { .. } => ErrorCategory::NotFound,
+            Self::DefinitionNotFoundOrDisabled { .. }
+            | Self::IdempotencyConflict { .. }
+            | Self::LeaseOwnerMismatch { .. }
+            | Self::InvalidJobState { .. }
+            | Self::WorkflowRequeueNotSupported { .. }
+            | Self::WorkflowCancelNotSupported { .. } => ErrorCategory::Conflict,
+            Self::CorruptRow { .. } | Self::Query(_) => ErrorCategory::Storage,
+        }
+    }
+
+    /// Full diagnostic for server-side logs; may contain SQL state and server detail.
+    pub fn internal_message(&self) -> String {
+        match self {
+            Self::Query(err) => err.internal_message(),
+            Self::CorruptRow { detail } => format!("corrupt row: {detail}"),
+            other => other.to_string(),
+        }
+    }
+
+    pub(crate) fn invalid_input(code: &'static str, message: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn corrupt(detail: impl fmt::Display) -> Self {
+        Self::CorruptRow {
+            detail: detail.to_string(),
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! Operator and maintenance transitions: cancel, requeue, and reaping expired leases.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+
+use crate::core::jobs::{JobId, JobStatus};
+use crate::postgres::error::{Error, Result};
+
+/// Cancels a `PENDING` or `LEASED` direct job. A worker still running a canceled job gets
+/// `job.lease_owner_mismatch` when it reports back, and nothing changes.
+///
+/// Fails with `job.not_found`, `job.cancel_invalid_state` (already terminal) or
+/// `job.workflow_cancel_not_supported` (a workflow step: cancel the run instead).
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool, job_id: runledger_engine::core::jobs::JobId)
+/// # -> Result<(), runledger_engine::postgres::Error> {
+/// runledger_engine::postgres::jobs::cancel_job(&pool, job_id).await?;
+/// # Ok(()) }
+/// ```
+pub async fn cancel_job<'e>(executor: impl PgExecutor<'e>, job_id: JobId) -> Result<()> {
+    let row = sqlx::query!(
+        r#"
+        WITH current AS (
+            SELECT id, status, attempt, workflow_run_id
+            FROM runledger.job_queue
+            WHERE id = $1
+            FOR UPDATE
+        ),
+        canceled AS (
+            UPDATE runledger.job_queue q
+            SET status = 'CANCELED', worker_id = NULL, lease_expires_at = NULL,
+                finished_at = now(), updated_at = now()
+            FROM current c
+            WHERE q.id = c.id AND c.status IN ('PENDING', 'LEASED') AND c.workflow_run_id IS NULL
+            RETURNING q.id, q.attempt, c.status AS previous_status
+        ),
+        attempt_closed AS (
+            UPDATE runledger.job_attempts a
+            SET outcome = 'CANCELED', finished_at = now()
+            FROM canceled c
+            WHERE a.job_id = c.id AND a.attempt = c.attempt AND a.outcome = 'RUNNING'
+        ),
+        event AS (
+            INSERT INTO runledger.job_events (job_id, event_type, attempt, details)
+            SELECT id, 'CANCELED', attempt, jsonb_build_object('previous_status', previous_status)
+            FROM canceled
+        )
+        SELECT c.status AS "status: JobStatus",
+               (c.workflow_run_id IS NOT NULL) AS "in_workflow!",
+               EXISTS (SELECT 1 FROM canceled) AS "canceled!"
+        FROM current c
+        "#,
+        job_id.0,
+    )
+    .fetch_optional(executor)
+    .await?;
+    let Some(row) = row else {
+        return Err(Error::JobNotFound { job_id });
+    };
+    if row.canceled {
+        Ok(())
+    } else if row.in_workflow {
+        Err(Error::WorkflowCancelNotSupported { job_id })
+    } else {
+        Err(Error::InvalidJobState {
+            job_id,
+            status: row.status,
+            operation: "canceled",
+        })
+    }
+}
+
+/// Puts a `DEAD_LETTERED` or `CANCELED` direct job back in the queue, due now, with a fresh
+/// allowance of attempts. Its history (attempts, events, dead letters) is kept.
+///
+/// Fails with `job.not_found`, `job.requeue_invalid_state`, or
+/// `job.workflow_requeue_not_supported` for a workflow step (requeuing it would bypass the DAG).
+pub async fn requeue_job<'e>(executor: impl PgExecutor<'e>, job_id: JobId) -> Result<()> {
+    let row = sqlx::query!(
+        r#"
+        WITH current AS (
+            SELECT id, status, workflow_run_id
+            FROM runledger.job_queue
+            WHERE id = $1
+            FOR UPDATE
+        ),
+        requeued AS (
+            UPDATE runledger.job_queue q
+            SET status = 'PENDING', next_run_at = now(), attempt_floor = q.attempt,
+                finished_at = NULL, output = NULL, progress = NULL, updated_at = now()
+            FROM current c
+            WHERE q.id = c.id AND c.status IN ('DEAD_LETTERED', 'CANCELED')
+              AND c.workflow_run_id IS NULL
+            RETURNING q.id, q.attempt, q.job_type, c.status AS previous_status
+        ),
+        event AS (
+            INSERT INTO runledger.job_events (job_id, event_type, attempt, details)
+            SELECT id, 'REQUEUED', attempt, jsonb_build_object('previous_status', previous_status)
+            FROM requeued
+        )
+        SELECT c.status AS "status: JobStatus",
+               (c.workflow_run_id IS NOT NULL) AS "in_workflow!",
+               EXISTS (SELECT 1 FROM requeued) AS "requeued!",
+               (SELECT pg_notify('runledger_job_queue', job_type) IS NULL FROM requeued) AS notified
+        FROM current c
+        "#,
+        job_id.0,
+    )
+    .fetch_optional(executor)
+    .await?;
+    let Some(row) = row else {
+        return Err(Error::JobNotFound { job_id });
+    };
+    if row.requeued {
+        Ok(())
+    } else if row.in_workflow {
+        Err(Error::WorkflowRequeueNotSupported { job_id })
+    } else {
+        Err(Error::InvalidJobState {
+            job_id,
+            status: row.status,
+            operation: "requeued",
+        })
+    }
+}
+
+/// A lease the reaper took back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReapedLease {
+    /// The job.
+    pub job_id: JobId,
+    /// Its type.
+    pub job_type: String,
+    /// The attempt whose lease expired.
+    pub attempt: i32,
+    /// The worker that held it.
+    pub worker_id: String,
+    /// Whether the handler had been marked running before the lease expired.
+    pub started: bool,
+    /// What happened to the job.
+    pub status: JobStatus,
+    /// When a retried job becomes claimable again.
+    pub next_run_at: DateTime<Utc>,
+}
+
+/// Takes back up to `limit` expired leases in one statement: each job is retried after
+/// `retry_delay`, or dead-lettered with `LEASE_EXPIRED` when it has used all its attempts.
+/// Rows other reapers are processing are skipped. Call again while the result is full.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
+/// use std::time::Duration;
+/// use runledger_engine::postgres::jobs::reap_expired_leases;
+///
+/// loop {
+///     let reaped = reap_expired_leases(&pool, 500, Duration::from_secs(1)).await?;
+///     if reaped.len() < 500 {
+///         break;
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn reap_expired_leases<'e>(
+    executor: impl PgExecutor<'e>,
+    limit: i64,
+    retry_delay: Duration,
+) -> Result<Vec<ReapedLease>> {
+    if limit <= 0 {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query_as!(
+        ReapedLease,
+        r#"
+        WITH expired AS (
+            SELECT id, worker_id
+            FROM runledger.job_queue
+            WHERE status = 'LEASED' AND lease_expires_at <= now()
+            ORDER BY lease_expires_at
+            LIMIT $1
+            FOR UPDATE SKIP LOCKED
+        ),
+        reaped AS (
+            UPDATE runledger.job_queue q
+            SET status = CASE WHEN q.attempt - q.attempt_floor >= q.max_attempts
+                              THEN 'DEAD_LETTERED' ELSE 'PENDING' END,
+                next_run_at = CASE WHEN q.attempt - q.attempt_floor >= q.max_attempts
+                                   THEN q.next_run_at
+                                   ELSE now() + make_interval(secs => $2) END,
+                finished_at = CASE WHEN q.attempt - q.attempt_floor >= q.max_attempts
+                                   THEN now() END,
+                worker_id = NULL,
+                lease_expires_at = NULL,
+                last_error_code = 'job.lease_expired',
+                last_error_message = 'the worker stopped renewing its lease',
+                updated_at = now()
+            FROM expired e
+            WHERE q.id = e.id
+            RETURNING q.id, q.job_type, q.organization_id, q.payload, q.attempt, q.status,
+                      q.next_run_at, e.worker_id AS previous_worker_id
+        ),
+        attempt_closed AS (
+            UPDATE runledger.job_attempts a
+            SET outcome = 'FAILED', failure_kind = 'LEASE_EXPIRED', error_code = 'job.lease_expired',
+                error_message = 'the worker stopped renewing its lease', finished_at = now()
+            FROM reaped r
+            WHERE a.job_id = r.id AND a.attempt = r.attempt
+            RETURNING a.job_id, a.started_at IS NOT NULL AS started
+        ),
+        dead_letter AS (
+            INSERT INTO runledger.job_dead_letters (
+                job_id, job_type, organization_id, payload, attempt, failure_kind, error_code,
+                error_message
+            )
+            SELECT id, job_type, organization_id, payload, attempt, 'LEASE_EXPIRED',
+                   'job.lease_expired', 'the worker stopped renewing its lease'
+            FROM reaped
+            WHERE status = 'DEAD_LETTERED'
+        ),
+        event AS (
+            INSERT INTO runledger.job_events (job_id, event_type, attempt, worker_id, details)
+            SELECT id, 'LEASE_EXPIRED', attempt, previous_worker_id, '{}'::jsonb FROM reaped
+            UNION ALL
+            SELECT id, CASE WHEN status = 'DEAD_LETTERED' THEN 'DEAD_LETTERED' ELSE 'RETRY_SCHEDULED' END,
+                   attempt, previous_worker_id,
+                   jsonb_build_object('failure_kind', 'LEASE_EXPIRED')
+            FROM reaped
+        )
+        SELECT r.id AS "job_id: JobId",
+               r.job_type,
+               r.attempt,
+               r.previous_worker_id AS "worker_id!",
+               coalesce(a.started, false) AS "started!",
+               r.status AS "status: JobStatus",
+               r.next_run_at
+        FROM reaped r
+        LEFT JOIN attempt_closed a ON a.job_id = r.id
+        "#,
+        limit,
+        retry_delay.as_secs_f64(),
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}

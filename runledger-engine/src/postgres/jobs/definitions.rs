@@ -1,0 +1,275 @@
+//! Job definitions: per-type settings, and whether the type may be enqueued at all.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+
+use crate::core::jobs::JobType;
+use crate::postgres::error::{Error, Result};
+
+/// Default attempts before a job is dead-lettered.
+pub const DEFAULT_MAX_ATTEMPTS: i32 = 5;
+/// Default per-attempt timeout.
+pub const DEFAULT_TIMEOUT_SECONDS: i32 = 300;
+/// Default first retry delay; later retries double it.
+pub const DEFAULT_RETRY_BASE_DELAY_MS: i64 = 1_000;
+/// Default cap on the retry delay.
+pub const DEFAULT_RETRY_MAX_DELAY_MS: i64 = 3_600_000;
+
+/// A stored job definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobDefinition {
+    /// The job type.
+    pub job_type: String,
+    /// Handler version, for operators.
+    pub version: i32,
+    /// Attempts before dead-lettering.
+    pub max_attempts: i32,
+    /// Per-attempt timeout.
+    pub timeout_seconds: i32,
+    /// Default priority of new jobs (higher runs first).
+    pub priority: i32,
+    /// First retry delay; each later retry doubles it.
+    pub retry_base_delay_ms: i64,
+    /// Cap on the retry delay.
+    pub retry_max_delay_ms: i64,
+    /// Whether new jobs of this type may be enqueued.
+    pub is_enabled: bool,
+    /// When the row was created.
+    pub created_at: DateTime<Utc>,
+    /// When the row last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Insert-or-update request for a job definition.
+///
+/// ```
+/// use runledger_engine::postgres::jobs::JobDefinitionUpsert;
+///
+/// let upsert = JobDefinitionUpsert::new("emails.send")
+///     .max_attempts(8)
+///     .timeout_seconds(30)
+///     .retry_delays_ms(500, 60_000);
+/// assert_eq!(upsert.max_attempts, 8);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobDefinitionUpsert<'a> {
+    /// The job type.
+    pub job_type: JobType<'a>,
+    /// Handler version (positive).
+    pub version: i32,
+    /// Attempts before dead-lettering (positive).
+    pub max_attempts: i32,
+    /// Per-attempt timeout (positive).
+    pub timeout_seconds: i32,
+    /// Default priority; may be zero or negative.
+    pub priority: i32,
+    /// First retry delay (positive).
+    pub retry_base_delay_ms: i64,
+    /// Cap on the retry delay (at least the base).
+    pub retry_max_delay_ms: i64,
+    /// Whether the type may be enqueued.
+    pub is_enabled: bool,
+}
+
+impl<'a> JobDefinitionUpsert<'a> {
+    /// A definition with the default settings.
+    pub fn new(job_type: impl Into<JobType<'a>>) -> Self {
+        Self {
+            job_type: job_type.into(),
+            version: 1,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
+            priority: 0,
+            retry_base_delay_ms: DEFAULT_RETRY_BASE_DELAY_MS,
+            retry_max_delay_ms: DEFAULT_RETRY_MAX_DELAY_MS,
+            is_enabled: true,
+        }
+    }
+
+    /// Sets the version.
+    pub fn version(mut self, version: i32) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// Sets the attempts before dead-lettering.
+    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// Sets the per-attempt timeout.
+    pub fn timeout_seconds(mut self, timeout_seconds: i32) -> Self {
+        self.timeout_seconds = timeout_seconds;
+        self
+    }
+
+    /// Sets the default priority.
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Sets the retry backoff: the first delay and the cap.
+    pub fn retry_delays_ms(mut self, base: i64, cap: i64) -> Self {
+        self.retry_base_delay_ms = base;
+        self.retry_max_delay_ms = cap;
+        self
+    }
+
+    /// Sets whether the type may be enqueued.
+    pub fn enabled(mut self, is_enabled: bool) -> Self {
+        self.is_enabled = is_enabled;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.job_type.validate()?;
+        let positive = [
+            (
+                self.version > 0,
+                "job_definition.invalid_version",
+                "version must be positive",
+            ),
+            (
+                self.max_attempts > 0,
+                "job_definition.invalid_max_attempts",
+                "max_attempts must be positive",
+            ),
+            (
+                self.timeout_seconds > 0,
+                "job_definition.invalid_timeout",
+                "timeout_seconds must be positive",
+            ),
+            (
+                self.retry_base_delay_ms > 0,
+                "job_definition.invalid_retry_delay",
+                "retry_base_delay_ms must be positive",
+            ),
+            (
+                self.retry_max_delay_ms >= self.retry_base_delay_ms,
+                "job_definition.invalid_retry_delay",
+                "retry_max_delay_ms must be at least retry_base_delay_ms",
+            ),
+        ];
+        match positive.into_iter().find(|(ok, ..)| !ok) {
+            Some((_, code, message)) => Err(Error::invalid_input(code, message)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Inserts a definition or overwrites every field of an existing one.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
+/// use runledger_engine::postgres::jobs::{upsert_job_definition, JobDefinitionUpsert};
+///
+/// let definition = upsert_job_definition(&pool, &JobDefinitionUpsert::new("emails.send")).await?;
+/// assert!(definition.is_enabled);
+/// # Ok(()) }
+/// ```
+pub async fn upsert_job_definition<'e>(
+    executor: impl PgExecutor<'e>,
+    upsert: &JobDefinitionUpsert<'_>,
+) -> Result<JobDefinition> {
+    upsert.validate()?;
+    let row = sqlx::query_as!(
+        JobDefinition,
+        r#"
+        INSERT INTO runledger.job_definitions AS d (
+            job_type, version, max_attempts, timeout_seconds, priority,
+            retry_base_delay_ms, retry_max_delay_ms, is_enabled
+        )
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        ON CONFLICT (job_type) DO UPDATE SET
+            version = EXCLUDED.version,
+            max_attempts = EXCLUDED.max_attempts,
+            timeout_seconds = EXCLUDED.timeout_seconds,
+            priority = EXCLUDED.priority,
+            retry_base_delay_ms = EXCLUDED.retry_base_delay_ms,
+            retry_max_delay_ms = EXCLUDED.retry_max_delay_ms,
+            is_enabled = EXCLUDED.is_enabled,
+            updated_at = now()
+        RETURNING job_type, version, max_attempts, timeout_seconds, priority,
+                  retry_base_delay_ms, retry_max_delay_ms, is_enabled, created_at, updated_at
+        "#,
+        upsert.job_type.as_str(),
+        upsert.version,
+        upsert.max_attempts,
+        upsert.timeout_seconds,
+        upsert.priority,
+        upsert.retry_base_delay_ms,
+        upsert.retry_max_delay_ms,
+        upsert.is_enabled,
+    )
+    .fetch_one(executor)
+    .await?;
+    Ok(row)
+}
+
+/// Reads one definition.
+pub async fn get_job_definition<'e>(
+    executor: impl PgExecutor<'e>,
+    job_type: &str,
+) -> Result<Option<JobDefinition>> {
+    let row = sqlx::query_as!(
+        JobDefinition,
+        r#"
+        SELECT job_type, version, max_attempts, timeout_seconds, priority,
+               retry_base_delay_ms, retry_max_delay_ms, is_enabled, created_at, updated_at
+        FROM runledger.job_definitions
+        WHERE job_type = $1
+        "#,
+        job_type,
+    )
+    .fetch_optional(executor)
+    .await?;
+    Ok(row)
+}
+
+/// Lists every definition, ordered by job type.
+pub async fn list_job_definitions<'e>(executor: impl PgExecutor<'e>) -> Result<Vec<JobDefinition>> {
+    let rows = sqlx::query_as!(
+        JobDefinition,
+        r#"
+        SELECT job_type, version, max_attempts, timeout_seconds, priority,
+               retry_base_delay_ms, retry_max_delay_ms, is_enabled, created_at, updated_at
+        FROM runledger.job_definitions
+        ORDER BY job_type
+        "#,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// Enables or disables a definition. A disabled type cannot be enqueued; jobs already in the
+/// queue still run.
+///
+/// Fails with `job_definition.not_found` when no definition has this type.
+pub async fn set_job_definition_enabled<'e>(
+    executor: impl PgExecutor<'e>,
+    job_type: &str,
+    is_enabled: bool,
+) -> Result<JobDefinition> {
+    let row = sqlx::query_as!(
+        JobDefinition,
+        r#"
+        UPDATE runledger.job_definitions
+        SET is_enabled = $2, updated_at = now()
+        WHERE job_type = $1
+        RETURNING job_type, version, max_attempts, timeout_seconds, priority,
+                  retry_base_delay_ms, retry_max_delay_ms, is_enabled, created_at, updated_at
+        "#,
+        job_type,
+        is_enabled,
+    )
+    .fetch_optional(executor)
+    .await?;
+    row.ok_or_else(|| Error::DefinitionNotFound {
+        job_type: job_type.to_owned(),
+    })
+}

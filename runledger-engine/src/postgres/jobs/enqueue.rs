@@ -1,0 +1,386 @@
+//! Enqueue: one job or many in one statement, on a pool or inside the caller's transaction,
+//! with idempotency keys backed by canonical request snapshots.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use sqlx::{Acquire, Postgres};
+use uuid::Uuid;
+
+use crate::core::jobs::{JobId, JobStatus, JobType};
+use crate::postgres::error::{Error, Result};
+
+/// A request to put one job in the queue. Unset settings come from the job definition.
+///
+/// ```
+/// use runledger_engine::postgres::jobs::JobEnqueue;
+///
+/// let payload = serde_json::json!({"to": "ada@example.com"});
+/// let request = JobEnqueue::new("emails.send", &payload)
+///     .idempotency_key("signup:42:welcome")
+///     .priority(10);
+/// assert_eq!(request.priority, Some(10));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JobEnqueue<'a> {
+    /// The job type; must have an enabled definition.
+    pub job_type: JobType<'a>,
+    /// The JSON payload handed to the handler.
+    pub payload: &'a Value,
+    /// Owning organization, if any (an opaque id; no foreign key).
+    pub organization_id: Option<Uuid>,
+    /// Deduplication key: a retry with the same request returns the original job.
+    pub idempotency_key: Option<&'a str>,
+    /// Priority (higher runs first); defaults to the definition's.
+    pub priority: Option<i32>,
+    /// Attempts before dead-lettering; defaults to the definition's.
+    pub max_attempts: Option<i32>,
+    /// Per-attempt timeout; defaults to the definition's.
+    pub timeout_seconds: Option<i32>,
+    /// Earliest time to run; defaults to now.
+    pub run_at: Option<DateTime<Utc>>,
+    /// The user who asked for the job, if any (an opaque id).
+    pub created_by_user_id: Option<Uuid>,
+}
+
+impl<'a> JobEnqueue<'a> {
+    /// A request for `job_type` with `payload` and every setting at its default.
+    pub fn new(job_type: impl Into<JobType<'a>>, payload: &'a Value) -> Self {
+        Self {
+            job_type: job_type.into(),
+            payload,
+            organization_id: None,
+            idempotency_key: None,
+            priority: None,
+            max_attempts: None,
+            timeout_seconds: None,
+            run_at: None,
+            created_by_user_id: None,
+        }
+    }
+
+    /// Sets the owning organization.
+    pub fn organization_id(mut self, organization_id: Uuid) -> Self {
+        self.organization_id = Some(organization_id);
+        self
+    }
+
+    /// Sets the idempotency key.
+    pub fn idempotency_key(mut self, key: &'a str) -> Self {
+        self.idempotency_key = Some(key);
+        self
+    }
+
+    /// Overrides the priority.
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Overrides the attempts before dead-lettering.
+    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// Overrides the per-attempt timeout.
+    pub fn timeout_seconds(mut self, timeout_seconds: i32) -> Self {
+        self.timeout_seconds = Some(timeout_seconds);
+        self
+    }
+
+    /// Delays the job until `run_at`. Part of the idempotency snapshot: a keyed retry must send
+    /// the same instant.
+    pub fn run_at(mut self, run_at: DateTime<Utc>) -> Self {
+        self.run_at = Some(run_at);
+        self
+    }
+
+    /// Records who asked for the job.
+    pub fn created_by_user_id(mut self, user_id: Uuid) -> Self {
+        self.created_by_user_id = Some(user_id);
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.job_type.validate()?;
+        if let Some(key) = self.idempotency_key {
+            if key.trim().is_empty() || key.chars().count() > 255 {
+                return Err(Error::invalid_input(
+                    "job.invalid_idempotency_key",
+                    "idempotency key must be 1 to 255 characters and not blank",
+                ));
+            }
+        }
+        if self.max_attempts.is_some_and(|value| value <= 0) {
+            return Err(Error::invalid_input(
+                "job.invalid_max_attempts",
+                "max_attempts must be positive",
+            ));
+        }
+        if self.timeout_seconds.is_some_and(|value| value <= 0) {
+            return Err(Error::invalid_input(
+                "job.invalid_timeout",
+                "timeout_seconds must be positive",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The canonical snapshot stored with a keyed job: everything that defines the request.
+    /// JSONB equality ignores key order, so a reordered payload is the same request.
+    fn snapshot(&self) -> Value {
+        json!({
+            "job_type": self.job_type.as_str(),
+            "payload": self.payload,
+            "organization_id": self.organization_id,
+            "priority": self.priority,
+            "max_attempts": self.max_attempts,
+            "timeout_seconds": self.timeout_seconds,
+            "run_at": self.run_at,
+            "created_by_user_id": self.created_by_user_id,
+        })
+    }
+}
+
+/// The job an enqueue call resolved to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EnqueuedJob {
+    /// The job's id.
+    pub id: JobId,
+    /// Its status when the call returned.
+    pub status: JobStatus,
+    /// `false` when an idempotency key matched an existing job with the same request.
+    pub created: bool,
+}
+
+/// Enqueues one job.
+///
+/// Runs on a pool, a connection, or the caller's open transaction (`&mut *tx`), so the job
+/// commits atomically with the business row that caused it. Fails with
+/// `job.definition_not_found_or_disabled` for an unknown or disabled type, and with
+/// `job.idempotency_conflict` when the key was used for a different request.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// use runledger_engine::postgres::jobs::{enqueue_job, JobEnqueue};
+///
+/// let payload = serde_json::json!({"user_id": 42});
+/// let mut tx = pool.begin().await?;
+/// // ... insert the user row with &mut *tx ...
+/// let job = enqueue_job(&mut *tx, &JobEnqueue::new("emails.welcome", &payload)).await?;
+/// tx.commit().await?;
+/// println!("enqueued {}", job.id);
+/// # Ok(()) }
+/// ```
+pub async fn enqueue_job<'c, A>(acquire: A, request: &JobEnqueue<'_>) -> Result<EnqueuedJob>
+where
+    A: Acquire<'c, Database = Postgres>,
+{
+    let mut jobs = enqueue_jobs(acquire, std::slice::from_ref(request)).await?;
+    jobs.pop()
+        .ok_or_else(|| Error::corrupt("enqueue returned no job"))
+}
+
+/// Enqueues many jobs in one statement, all or nothing: if any type is missing or disabled,
+/// nothing is inserted. Returns one [`EnqueuedJob`] per request, in request order.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
+/// use runledger_engine::postgres::jobs::{enqueue_jobs, JobEnqueue};
+///
+/// let payloads: Vec<_> = (0..100).map(|n| serde_json::json!({"n": n})).collect();
+/// let requests: Vec<_> = payloads.iter().map(|p| JobEnqueue::new("reports.render", p)).collect();
+/// let jobs = enqueue_jobs(&pool, &requests).await?;
+/// assert_eq!(jobs.len(), 100);
+/// # Ok(()) }
+/// ```
+pub async fn enqueue_jobs<'c, A>(
+    acquire: A,
+    requests: &[JobEnqueue<'_>],
+) -> Result<Vec<EnqueuedJob>>
+where
+    A: Acquire<'c, Database = Postgres>,
+{
+    if requests.is_empty() {
+        return Ok(Vec::new());
+    }
+    for request in requests {
+        request.validate()?;
+    }
+    let mut conn = acquire.acquire().await?;
+    let columns = Columns::from_requests(requests);
+
+    // A keyed request that lost to a concurrent insert whose transaction then rolled back finds
+    // neither a row nor a conflict; trying again inserts it. Two rounds settle every such race.
+    for _ in 0..3 {
+        let inserted = sqlx::query!(
+            r#"
+            WITH input AS (
+                SELECT *
+                FROM unnest(
+                    $1::uuid[], $2::text[], $3::uuid[], $4::jsonb[], $5::int4[], $6::int4[],
+                    $7::int4[], $8::timestamptz[], $9::text[], $10::jsonb[], $11::uuid[]
+                ) AS i(id, job_type, organization_id, payload, priority, max_attempts,
+                       timeout_seconds, run_at, idempotency_key, enqueue_request, created_by_user_id)
+            ),
+            missing AS (
+                SELECT i.job_type
+                FROM input i
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM runledger.job_definitions d
+                    WHERE d.job_type = i.job_type AND d.is_enabled
+                )
+                LIMIT 1
+            ),
+            inserted AS (
+                INSERT INTO runledger.job_queue (
+                    id, job_type, organization_id, payload, priority, max_attempts,
+                    timeout_seconds, next_run_at, idempotency_key, enqueue_request,
+                    created_by_user_id
+                )
+                SELECT i.id, i.job_type, i.organization_id, i.payload,
+                       coalesce(i.priority, d.priority),
+                       coalesce(i.max_attempts, d.max_attempts),
+                       coalesce(i.timeout_seconds, d.timeout_seconds),
+                       coalesce(i.run_at, now()),
+                       i.idempotency_key, i.enqueue_request, i.created_by_user_id
+                FROM input i
+                JOIN runledger.job_definitions d ON d.job_type = i.job_type
+                WHERE NOT EXISTS (SELECT 1 FROM missing)
+                ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+                RETURNING id
+            )
+            SELECT
+                (SELECT job_type FROM missing) AS missing_type,
+                coalesce((SELECT array_agg(id) FROM inserted), '{}') AS "inserted_ids!: Vec<Uuid>"
+            "#,
+            &columns.ids,
+            &columns.job_types as &[&str],
+            &columns.organization_ids as &[Option<Uuid>],
+            &columns.payloads,
+            &columns.priorities as &[Option<i32>],
+            &columns.max_attempts as &[Option<i32>],
+            &columns.timeouts as &[Option<i32>],
+            &columns.run_ats as &[Option<DateTime<Utc>>],
+            &columns.keys as &[Option<&str>],
+            &columns.snapshots as &[Option<Value>],
+            &columns.created_by as &[Option<Uuid>],
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+
+        if let Some(job_type) = inserted.missing_type {
+            return Err(Error::DefinitionNotFoundOrDisabled { job_type });
+        }
+
+        let mut results: Vec<Option<EnqueuedJob>> = columns
+            .ids
+            .iter()
+            .map(|id| {
+                inserted.inserted_ids.contains(id).then_some(EnqueuedJob {
+                    id: JobId(*id),
+                    status: JobStatus::Pending,
+                    created: true,
+                })
+            })
+            .collect();
+
+        // Requests whose key was already taken: resolve them against the stored snapshots.
+        let unresolved: Vec<usize> = (0..requests.len())
+            .filter(|&index| results[index].is_none())
+            .collect();
+        if unresolved.is_empty() {
+            return Ok(results.into_iter().flatten().collect());
+        }
+        let keys: Vec<&str> = unresolved
+            .iter()
+            .map(|&index| requests[index].idempotency_key.unwrap_or_default())
+            .collect();
+        let snapshots: Vec<Value> = unresolved
+            .iter()
+            .map(|&index| columns.snapshots[index].clone().unwrap_or(Value::Null))
+            .collect();
+        let existing = sqlx::query!(
+            r#"
+            SELECT k.ord AS "ord!", q.id AS "id: JobId", q.status AS "status: JobStatus",
+                   (q.enqueue_request = k.request) AS "same_request!"
+            FROM unnest($1::text[], $2::jsonb[]) WITH ORDINALITY AS k(idempotency_key, request, ord)
+            JOIN runledger.job_queue q ON q.idempotency_key = k.idempotency_key
+            "#,
+            &keys as &[&str],
+            &snapshots,
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+
+        for row in existing {
+            let Some(&index) = usize::try_from(row.ord - 1)
+                .ok()
+                .and_then(|position| unresolved.get(position))
+            else {
+                return Err(Error::corrupt(
+                    "idempotency lookup returned an unknown position",
+                ));
+            };
+            if !row.same_request {
+                return Err(Error::IdempotencyConflict {
+                    idempotency_key: requests[index]
+                        .idempotency_key
+                        .unwrap_or_default()
+                        .to_owned(),
+                    existing_job_id: row.id,
+                });
+            }
+            results[index] = Some(EnqueuedJob {
+                id: row.id,
+                status: row.status,
+                created: false,
+            });
+        }
+        if results.iter().all(Option::is_some) {
+            return Ok(results.into_iter().flatten().collect());
+        }
+    }
+    Err(Error::invalid_input(
+        "job.idempotency_unresolved",
+        "the idempotency key is contended; retry the request",
+    ))
+}
+
+/// The request list as column arrays, for one `unnest` insert.
+struct Columns<'a> {
+    ids: Vec<Uuid>,
+    job_types: Vec<&'a str>,
+    organization_ids: Vec<Option<Uuid>>,
+    payloads: Vec<Value>,
+    priorities: Vec<Option<i32>>,
+    max_attempts: Vec<Option<i32>>,
+    timeouts: Vec<Option<i32>>,
+    run_ats: Vec<Option<DateTime<Utc>>>,
+    keys: Vec<Option<&'a str>>,
+    snapshots: Vec<Option<Value>>,
+    created_by: Vec<Option<Uuid>>,
+}
+
+impl<'a> Columns<'a> {
+    fn from_requests(requests: &'a [JobEnqueue<'a>]) -> Self {
+        Self {
+            ids: requests.iter().map(|_| Uuid::now_v7()).collect(),
+            job_types: requests.iter().map(|r| r.job_type.as_str()).collect(),
+            organization_ids: requests.iter().map(|r| r.organization_id).collect(),
+            payloads: requests.iter().map(|r| r.payload.clone()).collect(),
+            priorities: requests.iter().map(|r| r.priority).collect(),
+            max_attempts: requests.iter().map(|r| r.max_attempts).collect(),
+            timeouts: requests.iter().map(|r| r.timeout_seconds).collect(),
+            run_ats: requests.iter().map(|r| r.run_at).collect(),
+            keys: requests.iter().map(|r| r.idempotency_key).collect(),
+            snapshots: requests
+                .iter()
+                .map(|r| r.idempotency_key.map(|_| r.snapshot()))
+                .collect(),
+            created_by: requests.iter().map(|r| r.created_by_user_id).collect(),
+        }
+    }
+}

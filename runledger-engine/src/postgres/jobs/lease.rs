@@ -1,0 +1,554 @@
+//! The worker side of the queue: claim, heartbeat, progress and completion. Every write after
+//! the claim is fenced by (job id, attempt, worker id, unexpired lease).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+use crate::core::jobs::{
+    JobContext, JobFailure, JobId, JobProgressUpdate, JobStatus, JobType, WorkflowRunId,
+    WorkflowStepId,
+};
+use crate::postgres::error::{Error, Result};
+
+/// Longest error message stored with a failure, in characters.
+pub const MAX_ERROR_MESSAGE_CHARS: usize = 4_000;
+
+/// What to claim and for how long.
+///
+/// ```
+/// use std::time::Duration;
+/// use runledger_engine::postgres::jobs::ClaimRequest;
+///
+/// let types = vec!["emails.send".to_owned()];
+/// let request = ClaimRequest::new("worker-1", 32, Duration::from_secs(30)).job_types(&types);
+/// assert_eq!(request.limit, 32);
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ClaimRequest<'a> {
+    /// The claiming worker's id; every later write must present it.
+    pub worker_id: &'a str,
+    /// Only these job types (the ones the worker has handlers for); `None` claims any type.
+    pub job_types: Option<&'a [String]>,
+    /// At most this many jobs (the worker's free capacity).
+    pub limit: i64,
+    /// Lease length; heartbeats extend it.
+    pub lease_ttl: Duration,
+}
+
+impl<'a> ClaimRequest<'a> {
+    /// A claim of up to `limit` jobs of any type.
+    pub fn new(worker_id: &'a str, limit: i64, lease_ttl: Duration) -> Self {
+        Self {
+            worker_id,
+            job_types: None,
+            limit,
+            lease_ttl,
+        }
+    }
+
+    /// Restricts the claim to these job types.
+    pub fn job_types(mut self, job_types: &'a [String]) -> Self {
+        self.job_types = Some(job_types);
+        self
+    }
+}
+
+/// A job leased to a worker.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ClaimedJob {
+    /// The job's id.
+    pub id: JobId,
+    /// Its type.
+    pub job_type: String,
+    /// Its organization.
+    pub organization_id: Option<Uuid>,
+    /// The payload to hand to the handler.
+    pub payload: Value,
+    /// Its priority.
+    pub priority: i32,
+    /// The fencing token of this lease: attempts started over the job's whole life.
+    pub attempt: i32,
+    /// Which attempt this is since the job was (re)queued, starting at 1.
+    pub attempt_number: i32,
+    /// Attempts allowed since the job was (re)queued.
+    pub max_attempts: i32,
+    /// Per-attempt timeout.
+    pub timeout_seconds: i32,
+    /// The worker holding the lease.
+    pub worker_id: String,
+    /// When the lease expires unless renewed.
+    pub lease_expires_at: DateTime<Utc>,
+    /// The workflow run, when the job is a workflow step.
+    pub workflow_run_id: Option<WorkflowRunId>,
+    /// The workflow step, when the job is a workflow step.
+    pub workflow_step_id: Option<WorkflowStepId>,
+}
+
+impl ClaimedJob {
+    /// The fencing triple to present on every write for this attempt.
+    pub fn lease(&self) -> JobLease<'_> {
+        JobLease {
+            job_id: self.id,
+            attempt: self.attempt,
+            worker_id: &self.worker_id,
+        }
+    }
+
+    /// The context handed to the job's handler.
+    pub fn context(&self) -> JobContext {
+        let mut context = JobContext::new(
+            self.id,
+            JobType::from(self.job_type.clone()),
+            self.attempt_number,
+            self.max_attempts,
+            self.worker_id.clone(),
+        );
+        context.organization_id = self.organization_id;
+        context.lease_expires_at = Some(self.lease_expires_at);
+        context.workflow_run_id = self.workflow_run_id;
+        context.workflow_step_id = self.workflow_step_id;
+        context
+    }
+}
+
+/// Identifies one lease: the job, the attempt and the worker. Writes presenting a lease that is
+/// no longer current fail with `job.lease_owner_mismatch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobLease<'a> {
+    /// The job.
+    pub job_id: JobId,
+    /// The attempt (fencing token) the lease was granted for.
+    pub attempt: i32,
+    /// The worker that holds it.
+    pub worker_id: &'a str,
+}
+
+/// Claims up to `limit` claimable jobs in one round trip: `PENDING` and due, highest priority
+/// first, then oldest run time, skipping rows other workers are claiming. Each claimed job gets
+/// an attempt row in the same statement.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
+/// use std::time::Duration;
+/// use runledger_engine::postgres::jobs::{claim_jobs, ClaimRequest};
+///
+/// let jobs = claim_jobs(&pool, &ClaimRequest::new("worker-1", 10, Duration::from_secs(30))).await?;
+/// for job in &jobs {
+///     println!("{} attempt {}", job.job_type, job.attempt_number);
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn claim_jobs<'e>(
+    executor: impl PgExecutor<'e>,
+    request: &ClaimRequest<'_>,
+) -> Result<Vec<ClaimedJob>> {
+    validate_worker_id(request.worker_id)?;
+    if request.limit <= 0 {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query_as!(
+        ClaimedJob,
+        r#"
+        WITH picked AS (
+            SELECT id
+            FROM runledger.job_queue
+            WHERE status = 'PENDING'
+              AND next_run_at <= now()
+              AND ($1::text[] IS NULL OR job_type = ANY($1))
+            ORDER BY priority DESC, next_run_at, id
+            LIMIT $2
+            FOR UPDATE SKIP LOCKED
+        ),
+        leased AS (
+            UPDATE runledger.job_queue q
+            SET status = 'LEASED',
+                attempt = q.attempt + 1,
+                worker_id = $3,
+                lease_expires_at = now() + make_interval(secs => $4),
+                updated_at = now()
+            FROM picked
+            WHERE q.id = picked.id
+            RETURNING q.id, q.job_type, q.organization_id, q.payload, q.priority, q.attempt,
+                      q.attempt_floor, q.max_attempts, q.timeout_seconds, q.worker_id,
+                      q.lease_expires_at, q.next_run_at, q.workflow_run_id, q.workflow_step_id
+        ),
+        attempts AS (
+            INSERT INTO runledger.job_attempts (job_id, attempt, worker_id)
+            SELECT id, attempt, worker_id FROM leased
+        )
+        SELECT id AS "id: JobId",
+               job_type,
+               organization_id,
+               payload,
+               priority,
+               attempt,
+               attempt - attempt_floor AS "attempt_number!",
+               max_attempts,
+               timeout_seconds,
+               worker_id AS "worker_id!",
+               lease_expires_at AS "lease_expires_at!",
+               workflow_run_id AS "workflow_run_id: WorkflowRunId",
+               workflow_step_id AS "workflow_step_id: WorkflowStepId"
+        FROM leased
+        ORDER BY priority DESC, next_run_at, id
+        "#,
+        request.job_types as Option<&[String]>,
+        request.limit,
+        request.worker_id,
+        request.lease_ttl.as_secs_f64(),
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// Records that the handler of this lease started executing (the attempt's `started_at`).
+/// Fails with `job.lease_owner_mismatch` when the lease is no longer current.
+pub async fn mark_job_running<'e>(
+    executor: impl PgExecutor<'e>,
+    lease: &JobLease<'_>,
+) -> Result<()> {
+    let updated = sqlx::query_scalar!(
+        r#"
+        UPDATE runledger.job_attempts a
+        SET started_at = coalesce(a.started_at, now())
+        FROM runledger.job_queue q
+        WHERE q.id = $1 AND q.attempt = $2 AND q.worker_id = $3
+          AND q.status = 'LEASED' AND q.lease_expires_at > now()
+          AND a.job_id = q.id AND a.attempt = q.attempt
+        RETURNING a.job_id
+        "#,
+        lease.job_id.0,
+        lease.attempt,
+        lease.worker_id,
+    )
+    .fetch_optional(executor)
+    .await?;
+    fenced(updated.is_some(), lease)
+}
+
+/// Extends every listed lease of `worker_id` in one statement and returns the jobs whose lease
+/// was renewed. A job missing from the result has lost its lease: its handler should stop.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool, leases: Vec<(runledger_engine::core::jobs::JobId, i32)>)
+/// # -> Result<(), runledger_engine::postgres::Error> {
+/// use std::time::Duration;
+/// use runledger_engine::postgres::jobs::heartbeat_jobs;
+///
+/// let renewed = heartbeat_jobs(&pool, "worker-1", &leases, Duration::from_secs(30)).await?;
+/// # Ok(()) }
+/// ```
+pub async fn heartbeat_jobs<'e>(
+    executor: impl PgExecutor<'e>,
+    worker_id: &str,
+    leases: &[(JobId, i32)],
+    lease_ttl: Duration,
+) -> Result<Vec<JobId>> {
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = leases.iter().map(|(id, _)| id.0).collect();
+    let attempts: Vec<i32> = leases.iter().map(|(_, attempt)| *attempt).collect();
+    let renewed = sqlx::query_scalar!(
+        r#"
+        WITH renewed AS (
+            UPDATE runledger.job_queue q
+            SET lease_expires_at = now() + make_interval(secs => $4)
+            FROM unnest($1::uuid[], $2::int4[]) AS h(id, attempt)
+            WHERE q.id = h.id AND q.attempt = h.attempt AND q.worker_id = $3
+              AND q.status = 'LEASED' AND q.lease_expires_at > now()
+            RETURNING q.id, q.attempt
+        ),
+        attempts AS (
+            UPDATE runledger.job_attempts a
+            SET last_heartbeat_at = now()
+            FROM renewed
+            WHERE a.job_id = renewed.id AND a.attempt = renewed.attempt
+        )
+        SELECT id AS "id!: JobId" FROM renewed
+        "#,
+        &ids,
+        &attempts,
+        worker_id,
+        lease_ttl.as_secs_f64(),
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(renewed)
+}
+
+/// Extends one lease; `job.lease_owner_mismatch` when it is no longer current.
+pub async fn heartbeat_job<'e>(
+    executor: impl PgExecutor<'e>,
+    lease: &JobLease<'_>,
+    lease_ttl: Duration,
+) -> Result<()> {
+    let renewed = heartbeat_jobs(
+        executor,
+        lease.worker_id,
+        &[(lease.job_id, lease.attempt)],
+        lease_ttl,
+    )
+    .await?;
+    fenced(!renewed.is_empty(), lease)
+}
+
+/// Stores in-flight progress on the job row (replacing the previous update).
+pub async fn update_job_progress<'e>(
+    executor: impl PgExecutor<'e>,
+    lease: &JobLease<'_>,
+    progress: &JobProgressUpdate,
+) -> Result<()> {
+    let progress = serde_json::to_value(progress).map_err(Error::corrupt)?;
+    let updated = sqlx::query_scalar!(
+        r#"
+        UPDATE runledger.job_queue
+        SET progress = $4, updated_at = now()
+        WHERE id = $1 AND attempt = $2 AND worker_id = $3
+          AND status = 'LEASED' AND lease_expires_at > now()
+        RETURNING id
+        "#,
+        lease.job_id.0,
+        lease.attempt,
+        lease.worker_id,
+        progress,
+    )
+    .fetch_optional(executor)
+    .await?;
+    fenced(updated.is_some(), lease)
+}
+
+/// One successful attempt in a batch completion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSuccess {
+    /// The job.
+    pub job_id: JobId,
+    /// The attempt (fencing token) that succeeded.
+    pub attempt: i32,
+    /// The handler's output, if any.
+    pub output: Option<Value>,
+}
+
+/// Marks one leased job `SUCCEEDED` with an optional output.
+/// Fails with `job.lease_owner_mismatch`, changing nothing, when the lease is not current.
+pub async fn complete_job_success<'e>(
+    executor: impl PgExecutor<'e>,
+    lease: &JobLease<'_>,
+    output: Option<&Value>,
+) -> Result<()> {
+    let success = JobSuccess {
+        job_id: lease.job_id,
+        attempt: lease.attempt,
+        output: output.cloned(),
+    };
+    let completed = complete_jobs_success(executor, lease.worker_id, &[success]).await?;
+    fenced(!completed.is_empty(), lease)
+}
+
+/// Marks many leased jobs of one worker `SUCCEEDED` in one statement, each row still
+/// lease-fenced. Returns the jobs that were completed; the others had lost their lease and are
+/// left untouched.
+pub async fn complete_jobs_success<'e>(
+    executor: impl PgExecutor<'e>,
+    worker_id: &str,
+    successes: &[JobSuccess],
+) -> Result<Vec<JobId>> {
+    if successes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = successes.iter().map(|s| s.job_id.0).collect();
+    let attempts: Vec<i32> = successes.iter().map(|s| s.attempt).collect();
+    let outputs: Vec<Option<Value>> = successes.iter().map(|s| s.output.clone()).collect();
+    let completed = sqlx::query_scalar!(
+        r#"
+        WITH done AS (
+            UPDATE runledger.job_queue q
+            SET status = 'SUCCEEDED',
+                output = s.output,
+                worker_id = NULL,
+                lease_expires_at = NULL,
+                finished_at = now(),
+                updated_at = now()
+            FROM unnest($1::uuid[], $2::int4[], $3::jsonb[]) AS s(id, attempt, output)
+            WHERE q.id = s.id AND q.attempt = s.attempt AND q.worker_id = $4
+              AND q.status = 'LEASED' AND q.lease_expires_at > now()
+            RETURNING q.id, q.attempt
+        ),
+        closed AS (
+            UPDATE runledger.job_attempts a
+            SET outcome = 'SUCCEEDED', finished_at = now()
+            FROM done
+            WHERE a.job_id = done.id AND a.attempt = done.attempt
+        )
+        SELECT id AS "id!: JobId" FROM done
+        "#,
+        &ids,
+        &attempts,
+        &outputs as &[Option<Value>],
+        worker_id,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(completed)
+}
+
+/// What happened to a job after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobFailureDisposition {
+    /// Back to `PENDING`; the next attempt is not before this time.
+    RetryScheduled {
+        /// When the job becomes claimable again.
+        next_run_at: DateTime<Utc>,
+    },
+    /// Moved to `DEAD_LETTERED` with a dead-letter row keeping the payload.
+    DeadLettered,
+}
+
+/// Records a failed attempt. Retryable failures (`RETRYABLE`, `TIMEOUT`) go back to `PENDING`
+/// after the definition's exponential, capped, jittered backoff, or later if the failure asks
+/// for a later time; terminal and panicked failures, and any failure of the last allowed
+/// attempt, dead-letter the job. Fails with `job.lease_owner_mismatch`, changing nothing, when
+/// the lease is not current.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool, job: runledger_engine::postgres::jobs::ClaimedJob)
+/// # -> Result<(), runledger_engine::postgres::Error> {
+/// use runledger_engine::core::jobs::JobFailure;
+/// use runledger_engine::postgres::jobs::{complete_job_failure, JobFailureDisposition};
+///
+/// let failure = JobFailure::retryable("upstream.timeout", "crawler timed out");
+/// match complete_job_failure(&pool, &job.lease(), &failure).await? {
+///     JobFailureDisposition::RetryScheduled { next_run_at } => println!("retry at {next_run_at}"),
+///     JobFailureDisposition::DeadLettered => println!("gave up"),
+///     _ => {}
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn complete_job_failure<'e>(
+    executor: impl PgExecutor<'e>,
+    lease: &JobLease<'_>,
+    failure: &JobFailure,
+) -> Result<JobFailureDisposition> {
+    let message = truncate_chars(&failure.message, MAX_ERROR_MESSAGE_CHARS);
+    let row = sqlx::query!(
+        r#"
+        WITH current AS (
+            SELECT q.id, q.attempt, q.attempt_floor, q.max_attempts,
+                   d.retry_base_delay_ms, d.retry_max_delay_ms
+            FROM runledger.job_queue q
+            JOIN runledger.job_definitions d ON d.job_type = q.job_type
+            WHERE q.id = $1 AND q.attempt = $2 AND q.worker_id = $3
+              AND q.status = 'LEASED' AND q.lease_expires_at > now()
+            FOR UPDATE OF q
+        ),
+        decided AS (
+            SELECT id,
+                   ($4 NOT IN ('RETRYABLE', 'TIMEOUT', 'LEASE_EXPIRED')
+                    OR attempt - attempt_floor >= max_attempts) AS dead,
+                   greatest(
+                       now() + runledger.retry_backoff(attempt - attempt_floor, retry_base_delay_ms, retry_max_delay_ms),
+                       $7::timestamptz
+                   ) AS retry_at
+            FROM current
+        ),
+        updated AS (
+            UPDATE runledger.job_queue q
+            SET status = CASE WHEN d.dead THEN 'DEAD_LETTERED' ELSE 'PENDING' END,
+                next_run_at = CASE WHEN d.dead THEN q.next_run_at ELSE d.retry_at END,
+                finished_at = CASE WHEN d.dead THEN now() END,
+                worker_id = NULL,
+                lease_expires_at = NULL,
+                last_error_code = $5,
+                last_error_message = $6,
+                updated_at = now()
+            FROM decided d
+            WHERE q.id = d.id
+            RETURNING q.id, q.job_type, q.organization_id, q.payload, q.attempt, q.status,
+                      q.next_run_at
+        ),
+        attempt_closed AS (
+            UPDATE runledger.job_attempts a
+            SET outcome = 'FAILED', failure_kind = $4, error_code = $5, error_message = $6,
+                finished_at = now()
+            FROM updated u
+            WHERE a.job_id = u.id AND a.attempt = u.attempt
+        ),
+        dead_letter AS (
+            INSERT INTO runledger.job_dead_letters (
+                job_id, job_type, organization_id, payload, attempt, failure_kind, error_code,
+                error_message
+            )
+            SELECT id, job_type, organization_id, payload, attempt, $4, $5, $6
+            FROM updated
+            WHERE status = 'DEAD_LETTERED'
+        ),
+        event AS (
+            INSERT INTO runledger.job_events (job_id, event_type, attempt, worker_id, details)
+            SELECT id,
+                   CASE WHEN status = 'DEAD_LETTERED' THEN 'DEAD_LETTERED' ELSE 'RETRY_SCHEDULED' END,
+                   attempt, $3,
+                   jsonb_build_object('failure_kind', $4::text, 'error_code', $5::text)
+                   || CASE WHEN status = 'PENDING'
+                           THEN jsonb_build_object('next_run_at', next_run_at)
+                           ELSE '{}'::jsonb END
+            FROM updated
+        )
+        SELECT status AS "status!: JobStatus", next_run_at AS "next_run_at!" FROM updated
+        "#,
+        lease.job_id.0,
+        lease.attempt,
+        lease.worker_id,
+        failure.kind.as_str(),
+        failure.code,
+        message,
+        failure.retry_not_before,
+    )
+    .fetch_optional(executor)
+    .await?;
+    match row {
+        None => Err(Error::LeaseOwnerMismatch {
+            job_id: lease.job_id,
+        }),
+        Some(row) if row.status == JobStatus::DeadLettered => {
+            Ok(JobFailureDisposition::DeadLettered)
+        }
+        Some(row) => Ok(JobFailureDisposition::RetryScheduled {
+            next_run_at: row.next_run_at,
+        }),
+    }
+}
+
+fn fenced(ok: bool, lease: &JobLease<'_>) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::LeaseOwnerMismatch {
+            job_id: lease.job_id,
+        })
+    }
+}
+
+fn validate_worker_id(worker_id: &str) -> Result<()> {
+    if worker_id.trim().is_empty() || worker_id.chars().count() > 255 {
+        return Err(Error::invalid_input(
+            "job.invalid_worker_id",
+            "worker id must be 1 to 255 characters and not blank",
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn truncate_chars(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((index, _)) => &text[..index],
+        None => text,
+    }
+}

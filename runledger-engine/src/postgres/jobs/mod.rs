@@ -1,0 +1,30 @@
+//! The queue API: definitions, enqueue, the worker lease protocol, operator transitions and
+//! reads. Every function takes a `sqlx` executor, so it runs on a pool, a connection or inside
+//! the caller's transaction.
+
+mod admin;
+mod definitions;
+mod enqueue;
+mod lease;
+mod reads;
+
+pub use admin::{ReapedLease, cancel_job, reap_expired_leases, requeue_job};
+pub use definitions::{
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_BASE_DELAY_MS, DEFAULT_RETRY_MAX_DELAY_MS,
+    DEFAULT_TIMEOUT_SECONDS, JobDefinition, JobDefinitionUpsert, get_job_definition,
+    list_job_definitions, set_job_definition_enabled, upsert_job_definition,
+};
+pub use enqueue::{EnqueuedJob, JobEnqueue, enqueue_job, enqueue_jobs};
+pub use lease::{
+    ClaimRequest, ClaimedJob, JobFailureDisposition, JobLease, JobSuccess, MAX_ERROR_MESSAGE_CHARS,
+    claim_jobs, complete_job_failure, complete_job_success, complete_jobs_success, heartbeat_job,
+    heartbeat_jobs, mark_job_running, update_job_progress,
+};
+pub use reads::{
+    DeadLetterListFilter, JobAttempt, JobDeadLetter, JobEvent, JobListFilter, JobPage, JobRecord,
+    MAX_PAGE_SIZE, get_job_by_id, list_dead_letters, list_job_attempts, list_job_events, list_jobs,
+};
+
+/// The PostgreSQL channel that enqueue notifies (payload: the job type) when claimable jobs
+/// arrive. Workers `LISTEN` on it and keep polling as the correctness fallback.
+pub const JOB_QUEUE_CHANNEL: &str = "runledger_job_queue";

@@ -1,0 +1,421 @@
+//! Read APIs for jobs, their attempts, events and dead letters.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+use crate::core::jobs::{
+    JobAttemptOutcome, JobEventType, JobFailureKind, JobId, JobStatus, WorkflowRunId,
+    WorkflowStepId,
+};
+use crate::postgres::error::Result;
+
+/// Largest page any list call returns.
+pub const MAX_PAGE_SIZE: i64 = 1_000;
+
+/// One job as stored.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JobRecord {
+    /// The job's id.
+    pub id: JobId,
+    /// Its type.
+    pub job_type: String,
+    /// Its organization.
+    pub organization_id: Option<Uuid>,
+    /// Current status.
+    pub status: JobStatus,
+    /// The payload.
+    pub payload: Value,
+    /// Priority (higher runs first).
+    pub priority: i32,
+    /// Attempts started over the job's whole life (the current fencing token).
+    pub attempt: i32,
+    /// Attempts used since the job was last (re)queued.
+    pub attempts_used: i32,
+    /// Attempts allowed since the job was last (re)queued.
+    pub max_attempts: i32,
+    /// Per-attempt timeout.
+    pub timeout_seconds: i32,
+    /// Earliest time of the next attempt.
+    pub next_run_at: DateTime<Utc>,
+    /// The worker holding the lease, while leased.
+    pub worker_id: Option<String>,
+    /// When the lease expires, while leased.
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// Idempotency key, if keyed.
+    pub idempotency_key: Option<String>,
+    /// Last reported progress.
+    pub progress: Option<Value>,
+    /// The handler's output, once succeeded.
+    pub output: Option<Value>,
+    /// Code of the last failure.
+    pub last_error_code: Option<String>,
+    /// Message of the last failure.
+    pub last_error_message: Option<String>,
+    /// Workflow run, for workflow steps.
+    pub workflow_run_id: Option<WorkflowRunId>,
+    /// Workflow step, for workflow steps.
+    pub workflow_step_id: Option<WorkflowStepId>,
+    /// Who asked for the job.
+    pub created_by_user_id: Option<Uuid>,
+    /// When it was enqueued.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+    /// When it reached a terminal status.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// Reads one job.
+pub async fn get_job_by_id<'e>(
+    executor: impl PgExecutor<'e>,
+    job_id: JobId,
+) -> Result<Option<JobRecord>> {
+    let row = sqlx::query_as!(
+        JobRecord,
+        r#"
+        SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
+               payload, priority, attempt, attempt - attempt_floor AS "attempts_used!",
+               max_attempts, timeout_seconds, next_run_at, worker_id, lease_expires_at,
+               idempotency_key, progress, output, last_error_code, last_error_message,
+               workflow_run_id AS "workflow_run_id: WorkflowRunId",
+               workflow_step_id AS "workflow_step_id: WorkflowStepId",
+               created_by_user_id, created_at, updated_at, finished_at
+        FROM runledger.job_queue
+        WHERE id = $1
+        "#,
+        job_id.0,
+    )
+    .fetch_optional(executor)
+    .await?;
+    Ok(row)
+}
+
+/// Filters and page position for [`list_jobs`]. Jobs come newest first.
+///
+/// ```
+/// use runledger_engine::core::jobs::JobStatus;
+/// use runledger_engine::postgres::jobs::JobListFilter;
+///
+/// let filter = JobListFilter::new().status(JobStatus::DeadLettered).job_type("emails.send").limit(50);
+/// assert_eq!(filter.limit, 50);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct JobListFilter {
+    /// Only jobs in this status.
+    pub status: Option<JobStatus>,
+    /// Only jobs of this type.
+    pub job_type: Option<String>,
+    /// Only jobs of this organization.
+    pub organization_id: Option<Uuid>,
+    /// Only jobs older than this one (the previous page's `next_cursor`).
+    pub after: Option<JobId>,
+    /// Page size, 1 to [`MAX_PAGE_SIZE`]; 0 means 100.
+    pub limit: i64,
+}
+
+impl JobListFilter {
+    /// No filter, first page of 100.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only jobs in this status.
+    pub fn status(mut self, status: JobStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Only jobs of this type.
+    pub fn job_type(mut self, job_type: impl Into<String>) -> Self {
+        self.job_type = Some(job_type.into());
+        self
+    }
+
+    /// Only jobs of this organization.
+    pub fn organization_id(mut self, organization_id: Uuid) -> Self {
+        self.organization_id = Some(organization_id);
+        self
+    }
+
+    /// Continue after this job (keyset pagination).
+    pub fn after(mut self, cursor: JobId) -> Self {
+        self.after = Some(cursor);
+        self
+    }
+
+    /// Page size.
+    pub fn limit(mut self, limit: i64) -> Self {
+        self.limit = limit;
+        self
+    }
+}
+
+/// One page of jobs.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JobPage {
+    /// The jobs, newest first.
+    pub jobs: Vec<JobRecord>,
+    /// Pass to [`JobListFilter::after`] for the next page; `None` on the last page.
+    pub next_cursor: Option<JobId>,
+}
+
+pub(crate) fn page_size(limit: i64) -> i64 {
+    if limit <= 0 {
+        100
+    } else {
+        limit.min(MAX_PAGE_SIZE)
+    }
+}
+
+/// Lists jobs, newest first, with keyset pagination on the (time-ordered) id.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
+/// use runledger_engine::postgres::jobs::{list_jobs, JobListFilter};
+///
+/// let mut filter = JobListFilter::new().limit(200);
+/// loop {
+///     let page = list_jobs(&pool, &filter).await?;
+///     // ... render page.jobs ...
+///     match page.next_cursor {
+///         Some(cursor) => filter = filter.after(cursor),
+///         None => break,
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn list_jobs<'e>(
+    executor: impl PgExecutor<'e>,
+    filter: &JobListFilter,
+) -> Result<JobPage> {
+    let limit = page_size(filter.limit);
+    let mut jobs = sqlx::query_as!(
+        JobRecord,
+        r#"
+        SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
+               payload, priority, attempt, attempt - attempt_floor AS "attempts_used!",
+               max_attempts, timeout_seconds, next_run_at, worker_id, lease_expires_at,
+               idempotency_key, progress, output, last_error_code, last_error_message,
+               workflow_run_id AS "workflow_run_id: WorkflowRunId",
+               workflow_step_id AS "workflow_step_id: WorkflowStepId",
+               created_by_user_id, created_at, updated_at, finished_at
+        FROM runledger.job_queue
+        WHERE ($1::text IS NULL OR status = $1)
+          AND ($2::text IS NULL OR job_type = $2)
+          AND ($3::uuid IS NULL OR organization_id = $3)
+          AND ($4::uuid IS NULL OR id < $4)
+        ORDER BY id DESC
+        LIMIT $5
+        "#,
+        filter.status.map(JobStatus::as_str),
+        filter.job_type.as_deref(),
+        filter.organization_id,
+        filter.after.map(|id| id.0),
+        limit + 1,
+    )
+    .fetch_all(executor)
+    .await?;
+    let next_cursor = if jobs.len() as i64 > limit {
+        jobs.truncate(limit as usize);
+        jobs.last().map(|job| job.id)
+    } else {
+        None
+    };
+    Ok(JobPage { jobs, next_cursor })
+}
+
+/// One attempt of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobAttempt {
+    /// The job.
+    pub job_id: JobId,
+    /// The attempt's fencing token (1, 2, … over the job's life).
+    pub attempt: i32,
+    /// The worker that ran it.
+    pub worker_id: String,
+    /// How it ended.
+    pub outcome: JobAttemptOutcome,
+    /// How it failed, when it failed.
+    pub failure_kind: Option<JobFailureKind>,
+    /// Failure code.
+    pub error_code: Option<String>,
+    /// Failure message.
+    pub error_message: Option<String>,
+    /// When the lease was granted.
+    pub leased_at: DateTime<Utc>,
+    /// When the handler started, if reported.
+    pub started_at: Option<DateTime<Utc>>,
+    /// Last heartbeat.
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+    /// When the attempt ended.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// Lists a job's attempts in order.
+pub async fn list_job_attempts<'e>(
+    executor: impl PgExecutor<'e>,
+    job_id: JobId,
+) -> Result<Vec<JobAttempt>> {
+    let rows = sqlx::query_as!(
+        JobAttempt,
+        r#"
+        SELECT job_id AS "job_id: JobId", attempt, worker_id,
+               outcome AS "outcome: JobAttemptOutcome",
+               failure_kind AS "failure_kind: JobFailureKind",
+               error_code, error_message, leased_at, started_at, last_heartbeat_at, finished_at
+        FROM runledger.job_attempts
+        WHERE job_id = $1
+        ORDER BY attempt
+        "#,
+        job_id.0,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// One row of a job's event history.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JobEvent {
+    /// Sequence number (increasing).
+    pub id: i64,
+    /// The job.
+    pub job_id: JobId,
+    /// What happened.
+    pub event_type: JobEventType,
+    /// The attempt it concerns.
+    pub attempt: Option<i32>,
+    /// The worker involved.
+    pub worker_id: Option<String>,
+    /// Details (failure kind, next run time, previous status, …).
+    pub details: Value,
+    /// When it happened.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Lists a job's events in order.
+pub async fn list_job_events<'e>(
+    executor: impl PgExecutor<'e>,
+    job_id: JobId,
+) -> Result<Vec<JobEvent>> {
+    let rows = sqlx::query_as!(
+        JobEvent,
+        r#"
+        SELECT id, job_id AS "job_id: JobId", event_type AS "event_type: JobEventType",
+               attempt, worker_id, details, created_at
+        FROM runledger.job_events
+        WHERE job_id = $1
+        ORDER BY id
+        "#,
+        job_id.0,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// A dead-lettered attempt, keeping the payload as it was.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JobDeadLetter {
+    /// Sequence number (increasing).
+    pub id: i64,
+    /// The job.
+    pub job_id: JobId,
+    /// Its type.
+    pub job_type: String,
+    /// Its organization.
+    pub organization_id: Option<Uuid>,
+    /// The payload at the time.
+    pub payload: Value,
+    /// The final attempt.
+    pub attempt: i32,
+    /// How it failed.
+    pub failure_kind: JobFailureKind,
+    /// Failure code.
+    pub error_code: Option<String>,
+    /// Failure message.
+    pub error_message: Option<String>,
+    /// When it was dead-lettered.
+    pub dead_lettered_at: DateTime<Utc>,
+}
+
+/// Filters for [`list_dead_letters`], newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeadLetterListFilter {
+    /// Only this job type.
+    pub job_type: Option<String>,
+    /// Only this job.
+    pub job_id: Option<JobId>,
+    /// Only rows older than this sequence number (keyset pagination).
+    pub before_id: Option<i64>,
+    /// Page size, 1 to [`MAX_PAGE_SIZE`]; 0 means 100.
+    pub limit: i64,
+}
+
+impl DeadLetterListFilter {
+    /// No filter, first page of 100.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only this job type.
+    pub fn job_type(mut self, job_type: impl Into<String>) -> Self {
+        self.job_type = Some(job_type.into());
+        self
+    }
+
+    /// Only this job.
+    pub fn job_id(mut self, job_id: JobId) -> Self {
+        self.job_id = Some(job_id);
+        self
+    }
+
+    /// Only rows older than this sequence number.
+    pub fn before_id(mut self, id: i64) -> Self {
+        self.before_id = Some(id);
+        self
+    }
+
+    /// Page size.
+    pub fn limit(mut self, limit: i64) -> Self {
+        self.limit = limit;
+        self
+    }
+}
+
+/// Lists dead letters, newest first.
+pub async fn list_dead_letters<'e>(
+    executor: impl PgExecutor<'e>,
+    filter: &DeadLetterListFilter,
+) -> Result<Vec<JobDeadLetter>> {
+    let rows = sqlx::query_as!(
+        JobDeadLetter,
+        r#"
+        SELECT id, job_id AS "job_id: JobId", job_type, organization_id, payload, attempt,
+               failure_kind AS "failure_kind: JobFailureKind", error_code, error_message,
+               dead_lettered_at
+        FROM runledger.job_dead_letters
+        WHERE ($1::text IS NULL OR job_type = $1)
+          AND ($2::uuid IS NULL OR job_id = $2)
+          AND ($3::bigint IS NULL OR id < $3)
+        ORDER BY id DESC
+        LIMIT $4
+        "#,
+        filter.job_type.as_deref(),
+        filter.job_id.map(|id| id.0),
+        filter.before_id,
+        page_size(filter.limit),
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}

@@ -1,0 +1,3 @@
+//! Handlers by job type.
+
+pub use crate::core::jobs::JobHandler;

@@ -1,0 +1,1 @@
+//! Procedural macros behind `runledger`'s typed API; use them through the `runledger` crate.

@@ -1,0 +1,1 @@
+//! Holds the trybuild suite for Runledger's macros under `tests/`.
