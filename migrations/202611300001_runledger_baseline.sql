@@ -206,6 +206,9 @@ CREATE TABLE runledger.job_queue (
     next_run_at         timestamptz NOT NULL DEFAULT now(),
     worker_id           text,
     lease_expires_at    timestamptz,
+    -- When the current attempt was leased, and when its handler reported it started.
+    leased_at           timestamptz,
+    started_at          timestamptz,
     idempotency_key     text,
     enqueue_request     jsonb,
     progress            jsonb,
@@ -233,7 +236,7 @@ CREATE TABLE runledger.job_queue (
     ),
     CONSTRAINT job_queue_timeout_positive CHECK (timeout_seconds > 0),
     CONSTRAINT job_queue_lease_matches_status CHECK (
-        (status = 'LEASED') = (worker_id IS NOT NULL AND lease_expires_at IS NOT NULL)
+        (status = 'LEASED') = (worker_id IS NOT NULL AND lease_expires_at IS NOT NULL AND leased_at IS NOT NULL)
     ),
     CONSTRAINT job_queue_finished_when_terminal CHECK (
         (status IN ('SUCCEEDED', 'DEAD_LETTERED', 'CANCELED')) = (finished_at IS NOT NULL)
@@ -284,28 +287,29 @@ CREATE TRIGGER job_queue_notify_insert
 ------------------------------------------------------------------------------------------------
 -- Attempt history, events, dead letters, logs.
 ------------------------------------------------------------------------------------------------
+-- One row per finished attempt, written when the attempt ends (success, failure, reaped lease,
+-- cancellation). The attempt in progress is described by the job row itself (worker_id,
+-- attempt, leased_at, started_at, lease_expires_at), which saves a write per job.
 CREATE TABLE runledger.job_attempts (
-    job_id           uuid        NOT NULL,
-    attempt          integer     NOT NULL,
-    worker_id        text        NOT NULL,
-    outcome          text        NOT NULL DEFAULT 'RUNNING',
-    failure_kind     text,
-    error_code       text,
-    error_message    text,
-    leased_at        timestamptz NOT NULL DEFAULT now(),
-    started_at       timestamptz,
-    last_heartbeat_at timestamptz,
-    finished_at      timestamptz,
+    job_id        uuid        NOT NULL,
+    attempt       integer     NOT NULL,
+    worker_id     text        NOT NULL,
+    outcome       text        NOT NULL,
+    failure_kind  text,
+    error_code    text,
+    error_message text,
+    leased_at     timestamptz NOT NULL,
+    started_at    timestamptz,
+    finished_at   timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT job_attempts_pkey PRIMARY KEY (job_id, attempt),
     CONSTRAINT job_attempts_job_fkey FOREIGN KEY (job_id)
         REFERENCES runledger.job_queue (id) ON DELETE CASCADE,
     CONSTRAINT job_attempts_attempt_positive CHECK (attempt > 0),
-    CONSTRAINT job_attempts_outcome_valid CHECK (outcome IN ('RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELED')),
+    CONSTRAINT job_attempts_outcome_valid CHECK (outcome IN ('SUCCEEDED', 'FAILED', 'CANCELED')),
     CONSTRAINT job_attempts_failure_kind_valid CHECK (
         failure_kind IS NULL OR failure_kind IN ('RETRYABLE', 'TERMINAL', 'PANICKED', 'TIMEOUT', 'LEASE_EXPIRED')
     ),
-    CONSTRAINT job_attempts_failure_kind_matches_outcome CHECK ((outcome = 'FAILED') = (failure_kind IS NOT NULL)),
-    CONSTRAINT job_attempts_finished_when_closed CHECK ((outcome = 'RUNNING') = (finished_at IS NULL))
+    CONSTRAINT job_attempts_failure_kind_matches_outcome CHECK ((outcome = 'FAILED') = (failure_kind IS NOT NULL))
 );
 
 CREATE TABLE runledger.job_events (

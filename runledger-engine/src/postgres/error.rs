@@ -158,6 +158,12 @@ pub enum Error {
         /// The job.
         job_id: JobId,
     },
+    /// A definition cannot be disabled while active schedules still enqueue it.
+    #[error("job definition `{job_type}` still has active schedules")]
+    ActiveScheduleExists {
+        /// The job type.
+        job_type: String,
+    },
     /// A row held a value this version cannot interpret.
     #[error("stored data could not be read")]
     CorruptRow {
@@ -192,6 +198,7 @@ impl Error {
             },
             Self::WorkflowRequeueNotSupported { .. } => "job.workflow_requeue_not_supported",
             Self::WorkflowCancelNotSupported { .. } => "job.workflow_cancel_not_supported",
+            Self::ActiveScheduleExists { .. } => "job_definition.active_schedule_exists",
             Self::CorruptRow { .. } => "storage.corrupt_row",
             Self::Query(err) if err.is_connection_error() => "storage.unavailable",
             Self::Query(_) => "storage.query_failed",
@@ -208,7 +215,8 @@ impl Error {
             | Self::LeaseOwnerMismatch { .. }
             | Self::InvalidJobState { .. }
             | Self::WorkflowRequeueNotSupported { .. }
-            | Self::WorkflowCancelNotSupported { .. } => ErrorCategory::Conflict,
+            | Self::WorkflowCancelNotSupported { .. }
+            | Self::ActiveScheduleExists { .. } => ErrorCategory::Conflict,
             Self::CorruptRow { .. } | Self::Query(_) => ErrorCategory::Storage,
         }
     }

@@ -1,8 +1,36 @@
-//! The worker runtime: the handler registry, with the Supervisor and its loops built on top.
+//! The worker runtime: handler registry and catalog, configuration, the worker and reaper
+//! loops, lifecycle observers and the [`Supervisor`] that runs them.
 
+pub mod catalog;
+pub mod config;
+pub mod error;
+pub mod observer;
+pub mod reaper;
 pub mod registry;
+pub mod supervisor;
+pub mod worker;
 
-/// Common imports for worker processes.
+pub use error::{Error, Result, RuntimeError, RuntimeLoopExit};
+pub use observer::{
+    JobCompletionPersistFailedEvent, JobCompletionPersistenceOperation, JobFailedEvent,
+    JobFailureDisposition, JobLeaseLostEvent, JobLeaseReapedDisposition, JobLeaseReapedEvent,
+    JobLifecycleObserver, JobLifecycleObservers, JobRunningEvent, JobSucceededEvent, ObservedJob,
+};
+pub use supervisor::{Supervisor, SupervisorBuilder, SupervisorShutdown};
+
+/// Common imports for worker processes: the Supervisor, catalog, registry and config.
+///
+/// ```
+/// use runledger_engine::runtime::prelude::*;
+///
+/// let catalog = JobCatalog::new();
+/// assert!(catalog.job_types().is_empty());
+/// ```
 pub mod prelude {
-    pub use super::registry::JobHandler;
+    pub use super::catalog::{
+        JobCatalog, JobCatalogDefaults, JobCatalogDefinitionOverrides, JobCatalogSyncScope,
+    };
+    pub use super::config::JobsConfig;
+    pub use super::registry::{JobHandler, JobRegistry};
+    pub use super::{JobLifecycleObserver, RuntimeError, Supervisor, SupervisorBuilder};
 }

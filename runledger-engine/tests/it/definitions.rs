@@ -28,13 +28,24 @@ async fn upsert_inserts_defaults_then_overwrites_every_field(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(
-        (updated.version, updated.max_attempts, updated.timeout_seconds, updated.priority),
+        (
+            updated.version,
+            updated.max_attempts,
+            updated.timeout_seconds,
+            updated.priority
+        ),
         (3, 9, 12, -4)
     );
-    assert_eq!((updated.retry_base_delay_ms, updated.retry_max_delay_ms), (250, 2_000));
+    assert_eq!(
+        (updated.retry_base_delay_ms, updated.retry_max_delay_ms),
+        (250, 2_000)
+    );
     assert!(!updated.is_enabled);
     assert_eq!(updated.created_at, created.created_at);
-    assert_eq!(get_job_definition(&pool, "emails.send").await.unwrap(), Some(updated));
+    assert_eq!(
+        get_job_definition(&pool, "emails.send").await.unwrap(),
+        Some(updated)
+    );
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
@@ -62,7 +73,12 @@ async fn enabling_and_disabling_toggles_only_the_flag(pool: PgPool) {
     let disabled = set_job_definition_enabled(&pool, "x", false).await.unwrap();
     assert!(!disabled.is_enabled);
     assert_eq!(disabled.max_attempts, 7);
-    assert!(set_job_definition_enabled(&pool, "x", true).await.unwrap().is_enabled);
+    assert!(
+        set_job_definition_enabled(&pool, "x", true)
+            .await
+            .unwrap()
+            .is_enabled
+    );
 
     let err = set_job_definition_enabled(&pool, "missing", false)
         .await
@@ -74,11 +90,26 @@ async fn enabling_and_disabling_toggles_only_the_flag(pool: PgPool) {
 async fn invalid_definitions_are_rejected_with_codes_and_not_stored(pool: PgPool) {
     let cases = [
         (JobDefinitionUpsert::new(""), "job.invalid_job_type"),
-        (JobDefinitionUpsert::new("t").version(0), "job_definition.invalid_version"),
-        (JobDefinitionUpsert::new("t").max_attempts(0), "job_definition.invalid_max_attempts"),
-        (JobDefinitionUpsert::new("t").timeout_seconds(-1), "job_definition.invalid_timeout"),
-        (JobDefinitionUpsert::new("t").retry_delays_ms(0, 10), "job_definition.invalid_retry_delay"),
-        (JobDefinitionUpsert::new("t").retry_delays_ms(500, 100), "job_definition.invalid_retry_delay"),
+        (
+            JobDefinitionUpsert::new("t").version(0),
+            "job_definition.invalid_version",
+        ),
+        (
+            JobDefinitionUpsert::new("t").max_attempts(0),
+            "job_definition.invalid_max_attempts",
+        ),
+        (
+            JobDefinitionUpsert::new("t").timeout_seconds(-1),
+            "job_definition.invalid_timeout",
+        ),
+        (
+            JobDefinitionUpsert::new("t").retry_delays_ms(0, 10),
+            "job_definition.invalid_retry_delay",
+        ),
+        (
+            JobDefinitionUpsert::new("t").retry_delays_ms(500, 100),
+            "job_definition.invalid_retry_delay",
+        ),
     ];
     for (upsert, code) in cases {
         let err = upsert_job_definition(&pool, &upsert).await.unwrap_err();

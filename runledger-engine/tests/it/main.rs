@@ -1,14 +1,17 @@
 //! Engine integration tests against a real PostgreSQL (`DATABASE_URL`); each test gets a fresh
 //! database from `#[sqlx::test]`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)]
 
 mod support;
 
 mod admin;
+mod catalog;
 mod claim;
 mod complete;
 mod definitions;
 mod enqueue;
 mod reads;
+mod recovery;
+mod runtime;
 mod schema;

@@ -162,8 +162,14 @@ async fn claim_index_is_partial_on_pending_rows_in_claim_order(pool: PgPool) {
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert!(definition.contains("(priority DESC, next_run_at, id)"), "{definition}");
-    assert!(definition.contains("WHERE (status = 'PENDING'::text)"), "{definition}");
+    assert!(
+        definition.contains("(priority DESC, next_run_at, id)"),
+        "{definition}"
+    );
+    assert!(
+        definition.contains("WHERE (status = 'PENDING'::text)"),
+        "{definition}"
+    );
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]

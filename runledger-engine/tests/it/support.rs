@@ -107,3 +107,180 @@ pub async fn count_rows(pool: &PgPool, table: &str, job_id: JobId) -> i64 {
         .await
         .unwrap()
 }
+
+/// A handler made from a closure, for runtime tests.
+pub struct FnHandler<F> {
+    job_type: &'static str,
+    run: F,
+}
+
+/// Wraps `run` as the handler of `job_type`.
+pub fn handler<F, Fut>(job_type: &'static str, run: F) -> FnHandler<F>
+where
+    F: Fn(runledger_engine::core::jobs::JobContext, Value) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<
+            Output = Result<
+                runledger_engine::core::jobs::JobCompletion,
+                runledger_engine::core::jobs::JobFailure,
+            >,
+        > + Send
+        + 'static,
+{
+    FnHandler { job_type, run }
+}
+
+#[async_trait::async_trait]
+impl<F, Fut> runledger_engine::core::jobs::JobHandler for FnHandler<F>
+where
+    F: Fn(runledger_engine::core::jobs::JobContext, Value) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<
+            Output = Result<
+                runledger_engine::core::jobs::JobCompletion,
+                runledger_engine::core::jobs::JobFailure,
+            >,
+        > + Send
+        + 'static,
+{
+    fn job_type(&self) -> runledger_engine::core::jobs::JobType<'static> {
+        runledger_engine::core::jobs::JobType::new(self.job_type)
+    }
+
+    async fn execute(
+        &self,
+        context: runledger_engine::core::jobs::JobContext,
+        payload: Value,
+    ) -> Result<runledger_engine::core::jobs::JobCompletion, runledger_engine::core::jobs::JobFailure>
+    {
+        (self.run)(context, payload).await
+    }
+}
+
+/// A config for runtime tests: fast polling, the minimum lease, a fast reaper.
+pub fn fast_config(worker_id: &str) -> runledger_engine::runtime::config::JobsConfig {
+    runledger_engine::runtime::config::JobsConfig::from_lookup(|name| match name {
+        "JOBS_WORKER_ID" => Some(worker_id.to_owned()),
+        "JOBS_POLL_INTERVAL_MS" => Some("50".to_owned()),
+        "JOBS_LEASE_TTL_SECONDS" => Some("10".to_owned()),
+        "JOBS_REAPER_INTERVAL_SECONDS" => Some("1".to_owned()),
+        "JOBS_REAPER_RETRY_DELAY_MS" => Some("0".to_owned()),
+        _ => None,
+    })
+    .unwrap()
+}
+
+/// Counts jobs in `status`.
+pub async fn count_status(pool: &PgPool, status: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM runledger.job_queue WHERE status = $1")
+        .bind(status)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Polls until `count` jobs are in `status`, failing the test after `timeout`.
+pub async fn wait_for_status(pool: &PgPool, status: &str, count: i64, timeout: Duration) {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let now = count_status(pool, status).await;
+        if now >= count {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {count} {status} jobs (have {now})"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Reads a job that must exist.
+pub(crate) async fn job(
+    pool: &PgPool,
+    job_id: JobId,
+) -> runledger_engine::postgres::jobs::JobRecord {
+    runledger_engine::postgres::jobs::get_job_by_id(pool, job_id)
+        .await
+        .unwrap()
+        .expect("job exists")
+}
+
+/// Counts every row of `runledger.job_queue`.
+pub(crate) async fn count_jobs(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM runledger.job_queue")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Records a retryable failure for `job` and returns what happened to it.
+pub(crate) async fn fail_retryable(
+    pool: &PgPool,
+    job: &ClaimedJob,
+) -> runledger_engine::postgres::jobs::JobFailureDisposition {
+    runledger_engine::postgres::jobs::complete_job_failure(
+        pool,
+        &job.lease(),
+        &runledger_engine::core::jobs::JobFailure::retryable("test.retryable", "try again"),
+    )
+    .await
+    .unwrap()
+}
+
+/// Records a terminal failure for `job`, which dead-letters it at once.
+pub(crate) async fn dead_letter(pool: &PgPool, job: &ClaimedJob) {
+    let disposition = runledger_engine::postgres::jobs::complete_job_failure(
+        pool,
+        &job.lease(),
+        &runledger_engine::core::jobs::JobFailure::terminal("test.terminal", "gave up"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        disposition,
+        runledger_engine::postgres::jobs::JobFailureDisposition::DeadLettered
+    );
+}
+
+/// The event types of a job, oldest first.
+pub(crate) async fn event_types(
+    pool: &PgPool,
+    job_id: JobId,
+) -> Vec<runledger_engine::core::jobs::JobEventType> {
+    runledger_engine::postgres::jobs::list_job_events(pool, job_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|event| event.event_type)
+        .collect()
+}
+
+/// Makes `job_id` the job of a step in a new workflow run, with plain SQL (as the workflow
+/// engine would); returns the run id and the step id.
+pub(crate) async fn attach_to_workflow(pool: &PgPool, job_id: JobId) -> (uuid::Uuid, uuid::Uuid) {
+    let run_id: uuid::Uuid = sqlx::query_scalar(
+        "INSERT INTO runledger.workflow_runs (workflow_type) VALUES ('test.workflow') RETURNING id",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    let step_id: uuid::Uuid = sqlx::query_scalar(
+        "INSERT INTO runledger.workflow_steps (workflow_run_id, step_key, job_type, status, job_id)
+         SELECT $1, 'step-a', job_type, 'ENQUEUED', id FROM runledger.job_queue WHERE id = $2
+         RETURNING id",
+    )
+    .bind(run_id)
+    .bind(job_id.0)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE runledger.job_queue SET workflow_run_id = $1, workflow_step_id = $2 WHERE id = $3",
+    )
+    .bind(run_id)
+    .bind(step_id)
+    .bind(job_id.0)
+    .execute(pool)
+    .await
+    .unwrap();
+    (run_id, step_id)
+}

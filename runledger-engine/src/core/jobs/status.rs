@@ -107,10 +107,8 @@ impl JobFailureKind {
 }
 
 status_enum!(
-    /// How one attempt of a job ended (or that it is still running).
+    /// How one attempt of a job ended.
     JobAttemptOutcome, "attempt outcome" {
-        /// The attempt holds the lease.
-        Running => "RUNNING",
         /// The attempt succeeded.
         Succeeded => "SUCCEEDED",
         /// The attempt failed; see its failure kind.

@@ -24,7 +24,7 @@ pub async fn cancel_job<'e>(executor: impl PgExecutor<'e>, job_id: JobId) -> Res
     let row = sqlx::query!(
         r#"
         WITH current AS (
-            SELECT id, status, attempt, workflow_run_id
+            SELECT id, status, attempt, workflow_run_id, worker_id, leased_at, started_at
             FROM runledger.job_queue
             WHERE id = $1
             FOR UPDATE
@@ -35,13 +35,14 @@ pub async fn cancel_job<'e>(executor: impl PgExecutor<'e>, job_id: JobId) -> Res
                 finished_at = now(), updated_at = now()
             FROM current c
             WHERE q.id = c.id AND c.status IN ('PENDING', 'LEASED') AND c.workflow_run_id IS NULL
-            RETURNING q.id, q.attempt, c.status AS previous_status
+            RETURNING q.id, q.attempt, c.status AS previous_status, c.worker_id AS previous_worker_id,
+                      c.leased_at, c.started_at
         ),
-        attempt_closed AS (
-            UPDATE runledger.job_attempts a
-            SET outcome = 'CANCELED', finished_at = now()
-            FROM canceled c
-            WHERE a.job_id = c.id AND a.attempt = c.attempt AND a.outcome = 'RUNNING'
+        attempt_row AS (
+            INSERT INTO runledger.job_attempts (job_id, attempt, worker_id, outcome, leased_at, started_at)
+            SELECT id, attempt, previous_worker_id, 'CANCELED', leased_at, started_at
+            FROM canceled
+            WHERE previous_status = 'LEASED'
         ),
         event AS (
             INSERT INTO runledger.job_events (job_id, event_type, attempt, details)
@@ -176,7 +177,7 @@ pub async fn reap_expired_leases<'e>(
         ReapedLease,
         r#"
         WITH expired AS (
-            SELECT id, worker_id
+            SELECT id, worker_id, leased_at, started_at
             FROM runledger.job_queue
             WHERE status = 'LEASED' AND lease_expires_at <= now()
             ORDER BY lease_expires_at
@@ -200,15 +201,16 @@ pub async fn reap_expired_leases<'e>(
             FROM expired e
             WHERE q.id = e.id
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.attempt, q.status,
-                      q.next_run_at, e.worker_id AS previous_worker_id
+                      q.next_run_at, e.worker_id AS previous_worker_id, e.leased_at, e.started_at
         ),
-        attempt_closed AS (
-            UPDATE runledger.job_attempts a
-            SET outcome = 'FAILED', failure_kind = 'LEASE_EXPIRED', error_code = 'job.lease_expired',
-                error_message = 'the worker stopped renewing its lease', finished_at = now()
-            FROM reaped r
-            WHERE a.job_id = r.id AND a.attempt = r.attempt
-            RETURNING a.job_id, a.started_at IS NOT NULL AS started
+        attempt_row AS (
+            INSERT INTO runledger.job_attempts (
+                job_id, attempt, worker_id, outcome, failure_kind, error_code, error_message,
+                leased_at, started_at
+            )
+            SELECT id, attempt, previous_worker_id, 'FAILED', 'LEASE_EXPIRED', 'job.lease_expired',
+                   'the worker stopped renewing its lease', leased_at, started_at
+            FROM reaped
         ),
         dead_letter AS (
             INSERT INTO runledger.job_dead_letters (
@@ -233,11 +235,10 @@ pub async fn reap_expired_leases<'e>(
                r.job_type,
                r.attempt,
                r.previous_worker_id AS "worker_id!",
-               coalesce(a.started, false) AS "started!",
+               (r.started_at IS NOT NULL) AS "started!",
                r.status AS "status: JobStatus",
                r.next_run_at
         FROM reaped r
-        LEFT JOIN attempt_closed a ON a.job_id = r.id
         "#,
         limit,
         retry_delay.as_secs_f64(),

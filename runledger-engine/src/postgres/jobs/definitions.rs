@@ -273,3 +273,118 @@ pub async fn set_job_definition_enabled<'e>(
         job_type: job_type.to_owned(),
     })
 }
+
+/// Writes catalog definitions in one transaction, as `JobCatalog::sync_definitions` and
+/// `sync_definitions_exact` describe.
+///
+/// Inserts missing definitions; on existing ones it restores version, attempts, timeout and
+/// priority (retry delays stay as stored). Without `exact_scope`, enabled state is only ever
+/// lowered (an operator-disabled row stays disabled). With `exact_scope`, enabled state is
+/// restored from the definitions, and enabled rows inside the scope that are not in
+/// `definitions` are disabled; their types are returned. Disabling a type that active
+/// schedules still use fails with `job_definition.active_schedule_exists` and changes nothing.
+pub async fn sync_job_definitions(
+    pool: &sqlx::PgPool,
+    definitions: &[JobDefinitionUpsert<'_>],
+    exact_scope: Option<&[String]>,
+) -> Result<Vec<String>> {
+    for definition in definitions {
+        definition.validate()?;
+    }
+    let job_types: Vec<&str> = definitions.iter().map(|d| d.job_type.as_str()).collect();
+    let versions: Vec<i32> = definitions.iter().map(|d| d.version).collect();
+    let max_attempts: Vec<i32> = definitions.iter().map(|d| d.max_attempts).collect();
+    let timeouts: Vec<i32> = definitions.iter().map(|d| d.timeout_seconds).collect();
+    let priorities: Vec<i32> = definitions.iter().map(|d| d.priority).collect();
+    let bases: Vec<i64> = definitions.iter().map(|d| d.retry_base_delay_ms).collect();
+    let caps: Vec<i64> = definitions.iter().map(|d| d.retry_max_delay_ms).collect();
+    let enabled: Vec<bool> = definitions.iter().map(|d| d.is_enabled).collect();
+
+    let mut tx = pool.begin().await?;
+    if exact_scope.is_some() {
+        // Overlapping exact syncs (rolling deploys) must not interleave their active sets.
+        sqlx::query!(
+            "SELECT pg_advisory_xact_lock(hashtext('runledger.job_definitions.exact_sync'))"
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    sqlx::query!(
+        r#"
+        INSERT INTO runledger.job_definitions AS d (
+            job_type, version, max_attempts, timeout_seconds, priority,
+            retry_base_delay_ms, retry_max_delay_ms, is_enabled
+        )
+        SELECT * FROM unnest(
+            $1::text[], $2::int4[], $3::int4[], $4::int4[], $5::int4[],
+            $6::int8[], $7::int8[], $8::bool[]
+        )
+        ON CONFLICT (job_type) DO UPDATE SET
+            version = EXCLUDED.version,
+            max_attempts = EXCLUDED.max_attempts,
+            timeout_seconds = EXCLUDED.timeout_seconds,
+            priority = EXCLUDED.priority,
+            is_enabled = CASE WHEN $9 THEN EXCLUDED.is_enabled
+                              ELSE d.is_enabled AND EXCLUDED.is_enabled END,
+            updated_at = now()
+        "#,
+        &job_types as &[&str],
+        &versions,
+        &max_attempts,
+        &timeouts,
+        &priorities,
+        &bases,
+        &caps,
+        &enabled,
+        exact_scope.is_some(),
+    )
+    .execute(&mut *tx)
+    .await?;
+
+    let mut disabled = match exact_scope {
+        Some(scope) => {
+            sqlx::query_scalar!(
+                r#"
+                UPDATE runledger.job_definitions
+                SET is_enabled = false, updated_at = now()
+                WHERE job_type = ANY($1) AND NOT (job_type = ANY($2)) AND is_enabled
+                RETURNING job_type
+                "#,
+                scope,
+                &job_types as &[&str],
+            )
+            .fetch_all(&mut *tx)
+            .await?
+        }
+        None => Vec::new(),
+    };
+    disabled.sort();
+
+    // Types this sync disables must not be feeding active schedules.
+    let mut disabling: Vec<&str> = definitions
+        .iter()
+        .filter(|d| !d.is_enabled)
+        .map(|d| d.job_type.as_str())
+        .collect();
+    disabling.extend(disabled.iter().map(String::as_str));
+    if !disabling.is_empty() {
+        let blocked = sqlx::query_scalar!(
+            r#"
+            SELECT job_type
+            FROM runledger.job_schedules
+            WHERE is_active AND job_type = ANY($1)
+            ORDER BY job_type
+            LIMIT 1
+            "#,
+            &disabling as &[&str],
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(job_type) = blocked {
+            // Dropping the transaction rolls the whole sync back.
+            return Err(Error::ActiveScheduleExists { job_type });
+        }
+    }
+    tx.commit().await?;
+    Ok(disabled)
+}

@@ -104,13 +104,13 @@ impl<'a> JobEnqueue<'a> {
 
     fn validate(&self) -> Result<()> {
         self.job_type.validate()?;
-        if let Some(key) = self.idempotency_key {
-            if key.trim().is_empty() || key.chars().count() > 255 {
-                return Err(Error::invalid_input(
-                    "job.invalid_idempotency_key",
-                    "idempotency key must be 1 to 255 characters and not blank",
-                ));
-            }
+        if let Some(key) = self.idempotency_key
+            && (key.trim().is_empty() || key.chars().count() > 255)
+        {
+            return Err(Error::invalid_input(
+                "job.invalid_idempotency_key",
+                "idempotency key must be 1 to 255 characters and not blank",
+            ));
         }
         if self.max_attempts.is_some_and(|value| value <= 0) {
             return Err(Error::invalid_input(
@@ -210,11 +210,31 @@ where
         request.validate()?;
     }
     let mut conn = acquire.acquire().await?;
-    let columns = Columns::from_requests(requests);
+    // A batch with keyed requests may find a conflict after inserting the others; run it in a
+    // transaction (a savepoint inside the caller's) so that an error leaves nothing behind. A
+    // single request or an unkeyed batch is all-or-nothing in one statement already.
+    let keyed = requests.iter().any(|r| r.idempotency_key.is_some());
+    if requests.len() > 1 && keyed {
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let jobs = enqueue_on(&mut tx, requests).await?;
+        tx.commit().await?;
+        Ok(jobs)
+    } else {
+        enqueue_on(&mut conn, requests).await
+    }
+}
+
+async fn enqueue_on(
+    conn: &mut sqlx::PgConnection,
+    requests: &[JobEnqueue<'_>],
+) -> Result<Vec<EnqueuedJob>> {
+    let mut results: Vec<Option<EnqueuedJob>> = vec![None; requests.len()];
+    let mut pending: Vec<usize> = (0..requests.len()).collect();
 
     // A keyed request that lost to a concurrent insert whose transaction then rolled back finds
-    // neither a row nor a conflict; trying again inserts it. Two rounds settle every such race.
+    // neither a row nor a conflict; trying again (only those requests) inserts it.
     for _ in 0..3 {
+        let columns = Columns::from_requests(requests, &pending);
         let inserted = sqlx::query!(
             r#"
             WITH input AS (
@@ -274,33 +294,28 @@ where
         if let Some(job_type) = inserted.missing_type {
             return Err(Error::DefinitionNotFoundOrDisabled { job_type });
         }
-
-        let mut results: Vec<Option<EnqueuedJob>> = columns
-            .ids
-            .iter()
-            .map(|id| {
-                inserted.inserted_ids.contains(id).then_some(EnqueuedJob {
+        for (&index, id) in pending.iter().zip(&columns.ids) {
+            if inserted.inserted_ids.contains(id) {
+                results[index] = Some(EnqueuedJob {
                     id: JobId(*id),
                     status: JobStatus::Pending,
                     created: true,
-                })
-            })
-            .collect();
+                });
+            }
+        }
 
         // Requests whose key was already taken: resolve them against the stored snapshots.
-        let unresolved: Vec<usize> = (0..requests.len())
-            .filter(|&index| results[index].is_none())
-            .collect();
-        if unresolved.is_empty() {
-            return Ok(results.into_iter().flatten().collect());
+        pending.retain(|&index| results[index].is_none());
+        if pending.is_empty() {
+            break;
         }
-        let keys: Vec<&str> = unresolved
+        let keys: Vec<&str> = pending
             .iter()
             .map(|&index| requests[index].idempotency_key.unwrap_or_default())
             .collect();
-        let snapshots: Vec<Value> = unresolved
+        let snapshots: Vec<Value> = pending
             .iter()
-            .map(|&index| columns.snapshots[index].clone().unwrap_or(Value::Null))
+            .map(|&index| requests[index].snapshot())
             .collect();
         let existing = sqlx::query!(
             r#"
@@ -318,7 +333,7 @@ where
         for row in existing {
             let Some(&index) = usize::try_from(row.ord - 1)
                 .ok()
-                .and_then(|position| unresolved.get(position))
+                .and_then(|position| pending.get(position))
             else {
                 return Err(Error::corrupt(
                     "idempotency lookup returned an unknown position",
@@ -339,14 +354,18 @@ where
                 created: false,
             });
         }
-        if results.iter().all(Option::is_some) {
-            return Ok(results.into_iter().flatten().collect());
+        pending.retain(|&index| results[index].is_none());
+        if pending.is_empty() {
+            break;
         }
     }
-    Err(Error::invalid_input(
-        "job.idempotency_unresolved",
-        "the idempotency key is contended; retry the request",
-    ))
+    if !pending.is_empty() {
+        return Err(Error::invalid_input(
+            "job.idempotency_unresolved",
+            "the idempotency key is contended; retry the request",
+        ));
+    }
+    Ok(results.into_iter().flatten().collect())
 }
 
 /// The request list as column arrays, for one `unnest` insert.
@@ -365,22 +384,23 @@ struct Columns<'a> {
 }
 
 impl<'a> Columns<'a> {
-    fn from_requests(requests: &'a [JobEnqueue<'a>]) -> Self {
+    /// Columns of the requests at `indices`, each with a fresh UUIDv7.
+    fn from_requests(requests: &'a [JobEnqueue<'a>], indices: &[usize]) -> Self {
+        let picked = || indices.iter().map(|&index| &requests[index]);
         Self {
-            ids: requests.iter().map(|_| Uuid::now_v7()).collect(),
-            job_types: requests.iter().map(|r| r.job_type.as_str()).collect(),
-            organization_ids: requests.iter().map(|r| r.organization_id).collect(),
-            payloads: requests.iter().map(|r| r.payload.clone()).collect(),
-            priorities: requests.iter().map(|r| r.priority).collect(),
-            max_attempts: requests.iter().map(|r| r.max_attempts).collect(),
-            timeouts: requests.iter().map(|r| r.timeout_seconds).collect(),
-            run_ats: requests.iter().map(|r| r.run_at).collect(),
-            keys: requests.iter().map(|r| r.idempotency_key).collect(),
-            snapshots: requests
-                .iter()
+            ids: picked().map(|_| Uuid::now_v7()).collect(),
+            job_types: picked().map(|r| r.job_type.as_str()).collect(),
+            organization_ids: picked().map(|r| r.organization_id).collect(),
+            payloads: picked().map(|r| r.payload.clone()).collect(),
+            priorities: picked().map(|r| r.priority).collect(),
+            max_attempts: picked().map(|r| r.max_attempts).collect(),
+            timeouts: picked().map(|r| r.timeout_seconds).collect(),
+            run_ats: picked().map(|r| r.run_at).collect(),
+            keys: picked().map(|r| r.idempotency_key).collect(),
+            snapshots: picked()
                 .map(|r| r.idempotency_key.map(|_| r.snapshot()))
                 .collect(),
-            created_by: requests.iter().map(|r| r.created_by_user_id).collect(),
+            created_by: picked().map(|r| r.created_by_user_id).collect(),
         }
     }
 }

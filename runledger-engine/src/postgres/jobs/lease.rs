@@ -130,8 +130,8 @@ pub struct JobLease<'a> {
 }
 
 /// Claims up to `limit` claimable jobs in one round trip: `PENDING` and due, highest priority
-/// first, then oldest run time, skipping rows other workers are claiming. Each claimed job gets
-/// an attempt row in the same statement.
+/// first, then oldest run time, skipping rows other workers are claiming. The attempt in
+/// progress is recorded on the job row; its `job_attempts` row is written when it ends.
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
@@ -171,16 +171,14 @@ pub async fn claim_jobs<'e>(
                 attempt = q.attempt + 1,
                 worker_id = $3,
                 lease_expires_at = now() + make_interval(secs => $4),
+                leased_at = now(),
+                started_at = NULL,
                 updated_at = now()
             FROM picked
             WHERE q.id = picked.id
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.priority, q.attempt,
                       q.attempt_floor, q.max_attempts, q.timeout_seconds, q.worker_id,
                       q.lease_expires_at, q.next_run_at, q.workflow_run_id, q.workflow_step_id
-        ),
-        attempts AS (
-            INSERT INTO runledger.job_attempts (job_id, attempt, worker_id)
-            SELECT id, attempt, worker_id FROM leased
         )
         SELECT id AS "id: JobId",
                job_type,
@@ -208,7 +206,7 @@ pub async fn claim_jobs<'e>(
     Ok(rows)
 }
 
-/// Records that the handler of this lease started executing (the attempt's `started_at`).
+/// Records that the handler of this lease started executing (the job's `started_at`).
 /// Fails with `job.lease_owner_mismatch` when the lease is no longer current.
 pub async fn mark_job_running<'e>(
     executor: impl PgExecutor<'e>,
@@ -216,13 +214,11 @@ pub async fn mark_job_running<'e>(
 ) -> Result<()> {
     let updated = sqlx::query_scalar!(
         r#"
-        UPDATE runledger.job_attempts a
-        SET started_at = coalesce(a.started_at, now())
-        FROM runledger.job_queue q
-        WHERE q.id = $1 AND q.attempt = $2 AND q.worker_id = $3
-          AND q.status = 'LEASED' AND q.lease_expires_at > now()
-          AND a.job_id = q.id AND a.attempt = q.attempt
-        RETURNING a.job_id
+        UPDATE runledger.job_queue
+        SET started_at = coalesce(started_at, now())
+        WHERE id = $1 AND attempt = $2 AND worker_id = $3
+          AND status = 'LEASED' AND lease_expires_at > now()
+        RETURNING id
         "#,
         lease.job_id.0,
         lease.attempt,
@@ -258,21 +254,12 @@ pub async fn heartbeat_jobs<'e>(
     let attempts: Vec<i32> = leases.iter().map(|(_, attempt)| *attempt).collect();
     let renewed = sqlx::query_scalar!(
         r#"
-        WITH renewed AS (
-            UPDATE runledger.job_queue q
-            SET lease_expires_at = now() + make_interval(secs => $4)
-            FROM unnest($1::uuid[], $2::int4[]) AS h(id, attempt)
-            WHERE q.id = h.id AND q.attempt = h.attempt AND q.worker_id = $3
-              AND q.status = 'LEASED' AND q.lease_expires_at > now()
-            RETURNING q.id, q.attempt
-        ),
-        attempts AS (
-            UPDATE runledger.job_attempts a
-            SET last_heartbeat_at = now()
-            FROM renewed
-            WHERE a.job_id = renewed.id AND a.attempt = renewed.attempt
-        )
-        SELECT id AS "id!: JobId" FROM renewed
+        UPDATE runledger.job_queue q
+        SET lease_expires_at = now() + make_interval(secs => $4)
+        FROM unnest($1::uuid[], $2::int4[]) AS h(id, attempt)
+        WHERE q.id = h.id AND q.attempt = h.attempt AND q.worker_id = $3
+          AND q.status = 'LEASED' AND q.lease_expires_at > now()
+        RETURNING q.id AS "id!: JobId"
         "#,
         &ids,
         &attempts,
@@ -379,13 +366,11 @@ pub async fn complete_jobs_success<'e>(
             FROM unnest($1::uuid[], $2::int4[], $3::jsonb[]) AS s(id, attempt, output)
             WHERE q.id = s.id AND q.attempt = s.attempt AND q.worker_id = $4
               AND q.status = 'LEASED' AND q.lease_expires_at > now()
-            RETURNING q.id, q.attempt
+            RETURNING q.id, q.attempt, q.leased_at, q.started_at
         ),
-        closed AS (
-            UPDATE runledger.job_attempts a
-            SET outcome = 'SUCCEEDED', finished_at = now()
-            FROM done
-            WHERE a.job_id = done.id AND a.attempt = done.attempt
+        attempt_row AS (
+            INSERT INTO runledger.job_attempts (job_id, attempt, worker_id, outcome, leased_at, started_at)
+            SELECT id, attempt, $4, 'SUCCEEDED', leased_at, started_at FROM done
         )
         SELECT id AS "id!: JobId" FROM done
         "#,
@@ -472,14 +457,14 @@ pub async fn complete_job_failure<'e>(
             FROM decided d
             WHERE q.id = d.id
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.attempt, q.status,
-                      q.next_run_at
+                      q.next_run_at, q.leased_at, q.started_at
         ),
-        attempt_closed AS (
-            UPDATE runledger.job_attempts a
-            SET outcome = 'FAILED', failure_kind = $4, error_code = $5, error_message = $6,
-                finished_at = now()
-            FROM updated u
-            WHERE a.job_id = u.id AND a.attempt = u.attempt
+        attempt_row AS (
+            INSERT INTO runledger.job_attempts (
+                job_id, attempt, worker_id, outcome, failure_kind, error_code, error_message,
+                leased_at, started_at
+            )
+            SELECT id, attempt, $3, 'FAILED', $4, $5, $6, leased_at, started_at FROM updated
         ),
         dead_letter AS (
             INSERT INTO runledger.job_dead_letters (

@@ -12,7 +12,7 @@ pub use admin::{ReapedLease, cancel_job, reap_expired_leases, requeue_job};
 pub use definitions::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_BASE_DELAY_MS, DEFAULT_RETRY_MAX_DELAY_MS,
     DEFAULT_TIMEOUT_SECONDS, JobDefinition, JobDefinitionUpsert, get_job_definition,
-    list_job_definitions, set_job_definition_enabled, upsert_job_definition,
+    list_job_definitions, set_job_definition_enabled, sync_job_definitions, upsert_job_definition,
 };
 pub use enqueue::{EnqueuedJob, JobEnqueue, enqueue_job, enqueue_jobs};
 pub use lease::{

@@ -44,6 +44,10 @@ pub struct JobRecord {
     pub worker_id: Option<String>,
     /// When the lease expires, while leased.
     pub lease_expires_at: Option<DateTime<Utc>>,
+    /// When the current (or last) attempt was leased.
+    pub leased_at: Option<DateTime<Utc>>,
+    /// When the current (or last) attempt's handler reported it started.
+    pub started_at: Option<DateTime<Utc>>,
     /// Idempotency key, if keyed.
     pub idempotency_key: Option<String>,
     /// Last reported progress.
@@ -79,7 +83,7 @@ pub async fn get_job_by_id<'e>(
         SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
                payload, priority, attempt, attempt - attempt_floor AS "attempts_used!",
                max_attempts, timeout_seconds, next_run_at, worker_id, lease_expires_at,
-               idempotency_key, progress, output, last_error_code, last_error_message,
+               leased_at, started_at, idempotency_key, progress, output, last_error_code, last_error_message,
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",
                created_by_user_id, created_at, updated_at, finished_at
@@ -200,7 +204,7 @@ pub async fn list_jobs<'e>(
         SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
                payload, priority, attempt, attempt - attempt_floor AS "attempts_used!",
                max_attempts, timeout_seconds, next_run_at, worker_id, lease_expires_at,
-               idempotency_key, progress, output, last_error_code, last_error_message,
+               leased_at, started_at, idempotency_key, progress, output, last_error_code, last_error_message,
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",
                created_by_user_id, created_at, updated_at, finished_at
@@ -229,7 +233,7 @@ pub async fn list_jobs<'e>(
     Ok(JobPage { jobs, next_cursor })
 }
 
-/// One attempt of a job.
+/// One finished attempt of a job (the attempt in progress is described by the job row).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct JobAttempt {
@@ -251,13 +255,11 @@ pub struct JobAttempt {
     pub leased_at: DateTime<Utc>,
     /// When the handler started, if reported.
     pub started_at: Option<DateTime<Utc>>,
-    /// Last heartbeat.
-    pub last_heartbeat_at: Option<DateTime<Utc>>,
     /// When the attempt ended.
-    pub finished_at: Option<DateTime<Utc>>,
+    pub finished_at: DateTime<Utc>,
 }
 
-/// Lists a job's attempts in order.
+/// Lists a job's finished attempts in order.
 pub async fn list_job_attempts<'e>(
     executor: impl PgExecutor<'e>,
     job_id: JobId,
@@ -268,7 +270,7 @@ pub async fn list_job_attempts<'e>(
         SELECT job_id AS "job_id: JobId", attempt, worker_id,
                outcome AS "outcome: JobAttemptOutcome",
                failure_kind AS "failure_kind: JobFailureKind",
-               error_code, error_message, leased_at, started_at, last_heartbeat_at, finished_at
+               error_code, error_message, leased_at, started_at, finished_at
         FROM runledger.job_attempts
         WHERE job_id = $1
         ORDER BY attempt

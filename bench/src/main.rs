@@ -1,0 +1,335 @@
+//! Runledger benchmark harness.
+//!
+//! Measures, in one run against one database server, a raw-SQL ceiling (the least work a
+//! claim-and-complete loop can do on the same table with the same connection count) and
+//! Runledger's own figures as ratios to it: burn-down of no-op jobs through the Supervisor,
+//! enqueue rates (single and batch), and pickup latency on an idle worker.
+//!
+//! ```sh
+//! cargo run --release -p runledger-bench -- --jobs 20000
+//! ```
+//!
+//! It creates (and drops at the start of each run) the database `runledger_bench` on the
+//! server of `DATABASE_URL`.
+
+#![allow(clippy::print_stdout)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use runledger_engine::core::jobs::{JobCompletion, JobContext, JobFailure, JobHandler, JobType};
+use runledger_engine::postgres::jobs::{
+    JobDefinitionUpsert, JobEnqueue, enqueue_job, enqueue_jobs, upsert_job_definition,
+};
+use runledger_engine::runtime::Supervisor;
+use runledger_engine::runtime::config::JobsConfig;
+use runledger_engine::runtime::registry::JobRegistry;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use tokio::sync::mpsc;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const BENCH_DB: &str = "runledger_bench";
+const JOB_TYPE: &str = "bench.noop";
+
+struct Options {
+    jobs: usize,
+    connections: u32,
+    concurrency: u32,
+    batch: u32,
+    latency_samples: usize,
+}
+
+impl Options {
+    fn parse() -> Result<Self, BoxError> {
+        let mut options = Self {
+            jobs: 20_000,
+            connections: 8,
+            concurrency: 1_024,
+            batch: 256,
+            latency_samples: 200,
+        };
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        for pair in args.chunks(2) {
+            let [flag, value] = pair else {
+                return Err(format!("missing value for {}", pair[0]).into());
+            };
+            match flag.as_str() {
+                "--jobs" => options.jobs = value.parse()?,
+                "--connections" => options.connections = value.parse()?,
+                "--concurrency" => options.concurrency = value.parse()?,
+                "--batch" => options.batch = value.parse()?,
+                "--latency-samples" => options.latency_samples = value.parse()?,
+                other => return Err(format!("unknown flag {other}").into()),
+            }
+        }
+        Ok(options)
+    }
+}
+
+struct Noop {
+    started: Option<mpsc::UnboundedSender<Instant>>,
+}
+
+#[async_trait::async_trait]
+impl JobHandler for Noop {
+    fn job_type(&self) -> JobType<'static> {
+        JobType::new(JOB_TYPE)
+    }
+
+    async fn execute(&self, _: JobContext, _: Value) -> Result<JobCompletion, JobFailure> {
+        if let Some(started) = &self.started {
+            let _ = started.send(Instant::now());
+        }
+        Ok(JobCompletion::success())
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let options = Options::parse()?;
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let pool = fresh_database(&url, options.connections).await?;
+
+    println!(
+        "runledger-bench: {} jobs, {} connections, concurrency {}, batch {}",
+        options.jobs, options.connections, options.concurrency, options.batch
+    );
+    let ceiling = raw_ceiling(&pool, &options).await?;
+    let burn_down = supervisor_burn_down(&pool, &options).await?;
+    let single = enqueue_single(&pool, &options).await?;
+    let batch = enqueue_batch(&pool, &options).await?;
+    let (p50, p99) = pickup_latency(&pool, &options).await?;
+
+    println!();
+    println!("| measure | value | ratio to ceiling |");
+    println!("| --- | ---: | ---: |");
+    println!("| raw-SQL ceiling (claim + complete) | {ceiling:.0} jobs/s | 1.00 |");
+    println!(
+        "| Supervisor burn-down, no-op jobs | {burn_down:.0} jobs/s | {:.2} |",
+        burn_down / ceiling
+    );
+    println!(
+        "| enqueue, one job per call ({} tasks) | {single:.0} jobs/s | {:.2} |",
+        options.connections,
+        single / ceiling
+    );
+    println!(
+        "| enqueue, batches of 1,000 | {batch:.0} jobs/s | {:.2} |",
+        batch / ceiling
+    );
+    println!(
+        "| pickup latency p50 / p99 (idle worker) | {:.2} ms / {:.2} ms | |",
+        p50.as_secs_f64() * 1e3,
+        p99.as_secs_f64() * 1e3
+    );
+    pool.close().await;
+    Ok(())
+}
+
+async fn fresh_database(url: &str, connections: u32) -> Result<PgPool, BoxError> {
+    let admin = PgPool::connect(url).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)"
+    )))
+    .execute(&admin)
+    .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {BENCH_DB}")))
+        .execute(&admin)
+        .await?;
+    admin.close().await;
+    let base = url.split('?').next().unwrap_or(url);
+    let (server, _) = base
+        .rsplit_once('/')
+        .ok_or("DATABASE_URL has no database name")?;
+    let pool = PgPoolOptions::new()
+        .max_connections(connections + 2)
+        .connect(&format!("{server}/{BENCH_DB}"))
+        .await?;
+    runledger_engine::postgres::migrate(&pool).await?;
+    upsert_job_definition(&pool, &JobDefinitionUpsert::new(JOB_TYPE)).await?;
+    Ok(pool)
+}
+
+async fn reset(pool: &PgPool) -> Result<(), BoxError> {
+    sqlx::query("TRUNCATE runledger.job_queue CASCADE")
+        .execute(pool)
+        .await?;
+    sqlx::query("VACUUM ANALYZE runledger.job_queue")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+async fn fill(pool: &PgPool, jobs: usize) -> Result<(), BoxError> {
+    let payloads: Vec<Value> = (0..jobs).map(|n| json!({ "n": n })).collect();
+    for chunk in payloads.chunks(1_000) {
+        let requests: Vec<_> = chunk.iter().map(|p| JobEnqueue::new(JOB_TYPE, p)).collect();
+        enqueue_jobs(pool, &requests).await?;
+    }
+    Ok(())
+}
+
+/// The ceiling: each connection loops "claim a batch with SKIP LOCKED, mark it done" with the
+/// fewest writes possible on the same table, until the queue is empty.
+async fn raw_ceiling(pool: &PgPool, options: &Options) -> Result<f64, BoxError> {
+    reset(pool).await?;
+    fill(pool, options.jobs).await?;
+    let begun = Instant::now();
+    let mut tasks = Vec::new();
+    for worker in 0..options.connections {
+        let pool = pool.clone();
+        let batch = i64::from(options.batch);
+        tasks.push(tokio::spawn(async move {
+            let worker_id = format!("ceiling-{worker}");
+            loop {
+                let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
+                    "WITH picked AS (
+                         SELECT id FROM runledger.job_queue
+                         WHERE status = 'PENDING' AND next_run_at <= now()
+                         ORDER BY priority DESC, next_run_at, id
+                         LIMIT $1 FOR UPDATE SKIP LOCKED
+                     )
+                     UPDATE runledger.job_queue q
+                     SET status = 'LEASED', attempt = q.attempt + 1, worker_id = $2,
+                         lease_expires_at = now() + interval '30 seconds', leased_at = now()
+                     FROM picked WHERE q.id = picked.id
+                     RETURNING q.id",
+                )
+                .bind(batch)
+                .bind(&worker_id)
+                .fetch_all(&pool)
+                .await?;
+                if ids.is_empty() {
+                    return Ok::<_, sqlx::Error>(());
+                }
+                sqlx::query(
+                    "UPDATE runledger.job_queue
+                     SET status = 'SUCCEEDED', worker_id = NULL, lease_expires_at = NULL,
+                         finished_at = now()
+                     WHERE id = ANY($1)",
+                )
+                .bind(&ids)
+                .execute(&pool)
+                .await?;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let rate = options.jobs as f64 / begun.elapsed().as_secs_f64();
+    println!("ceiling: {rate:.0} jobs/s");
+    Ok(rate)
+}
+
+fn bench_config(options: &Options, poll: Duration) -> JobsConfig {
+    let mut config = JobsConfig::default();
+    config.worker_id = "bench-worker".to_owned();
+    config.max_global_concurrency = options.concurrency;
+    config.claim_batch_size = options.batch;
+    config.poll_interval = poll;
+    config
+}
+
+async fn supervisor_burn_down(pool: &PgPool, options: &Options) -> Result<f64, BoxError> {
+    reset(pool).await?;
+    fill(pool, options.jobs).await?;
+    let mut registry = JobRegistry::new();
+    registry.register(Noop { started: None })?;
+    let begun = Instant::now();
+    let supervisor = Supervisor::builder(pool, bench_config(options, Duration::from_millis(100)))?
+        .with_registry(registry)
+        .build()?;
+    let target = options.jobs as i64;
+    loop {
+        let done: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM runledger.job_queue WHERE status = 'SUCCEEDED'",
+        )
+        .fetch_one(pool)
+        .await?;
+        if done >= target {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let rate = options.jobs as f64 / begun.elapsed().as_secs_f64();
+    supervisor
+        .shutdown_with_timeout(Duration::from_secs(30))
+        .await?;
+    println!("burn-down: {rate:.0} jobs/s");
+    Ok(rate)
+}
+
+async fn enqueue_single(pool: &PgPool, options: &Options) -> Result<f64, BoxError> {
+    reset(pool).await?;
+    let total = (options.jobs / 4).max(1_000);
+    let next = Arc::new(AtomicUsize::new(0));
+    let begun = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..options.connections {
+        let (pool, next) = (pool.clone(), Arc::clone(&next));
+        tasks.push(tokio::spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < total {
+                let payload = json!({ "n": 1 });
+                enqueue_job(&pool, &JobEnqueue::new(JOB_TYPE, &payload)).await?;
+            }
+            Ok::<_, runledger_engine::postgres::Error>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let rate = total as f64 / begun.elapsed().as_secs_f64();
+    println!("enqueue single: {rate:.0} jobs/s");
+    Ok(rate)
+}
+
+async fn enqueue_batch(pool: &PgPool, options: &Options) -> Result<f64, BoxError> {
+    reset(pool).await?;
+    let begun = Instant::now();
+    fill(pool, options.jobs).await?;
+    let rate = options.jobs as f64 / begun.elapsed().as_secs_f64();
+    println!("enqueue batch: {rate:.0} jobs/s");
+    Ok(rate)
+}
+
+/// Enqueue one job at a time on an idle worker with a long poll interval (so only the
+/// notification path can be measured) and time enqueue-to-handler-start.
+async fn pickup_latency(
+    pool: &PgPool,
+    options: &Options,
+) -> Result<(Duration, Duration), BoxError> {
+    reset(pool).await?;
+    let (started_tx, mut started_rx) = mpsc::unbounded_channel();
+    let mut registry = JobRegistry::new();
+    registry.register(Noop {
+        started: Some(started_tx),
+    })?;
+    let supervisor = Supervisor::builder(pool, bench_config(options, Duration::from_secs(60)))?
+        .with_registry(registry)
+        .build()?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut samples = Vec::with_capacity(options.latency_samples);
+    for n in 0..options.latency_samples {
+        let payload = json!({ "n": n });
+        let before = Instant::now();
+        enqueue_job(pool, &JobEnqueue::new(JOB_TYPE, &payload)).await?;
+        let started = tokio::time::timeout(Duration::from_secs(10), started_rx.recv())
+            .await?
+            .ok_or("worker stopped")?;
+        samples.push(started.saturating_duration_since(before));
+        // Let the completion flush so the worker is idle again.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    supervisor
+        .shutdown_with_timeout(Duration::from_secs(30))
+        .await?;
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+    Ok((at(0.50), at(0.99)))
+}

@@ -1,0 +1,458 @@
+//! The job catalog: one place that registers handlers and keeps their job definitions in step
+//! with the code at startup.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use sqlx::PgPool;
+
+use crate::core::jobs::{IdentifierError, JobType};
+use crate::postgres::jobs::{
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_SECONDS, JobDefinitionUpsert, sync_job_definitions,
+};
+use crate::runtime::registry::{JobHandler, JobRegistry, RegistryError};
+
+/// Why a catalog is invalid or could not be synced.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CatalogError {
+    /// Two entries name the same job type.
+    #[error("job type `{job_type}` is registered twice in the catalog")]
+    DuplicateJobType {
+        /// The job type.
+        job_type: String,
+    },
+    /// `job(type, handler)` names a type different from the handler's own `job_type()`.
+    #[error("catalog entry `{declared}` is given a handler for `{handler}`")]
+    JobTypeMismatch {
+        /// The type given to the catalog.
+        declared: String,
+        /// The handler's type.
+        handler: String,
+    },
+    /// A job type is blank or too long.
+    #[error("invalid catalog job type: {0}")]
+    InvalidJobType(#[from] IdentifierError),
+    /// A default or override is out of range.
+    #[error("catalog value {field} for `{job_type}` must be positive")]
+    InvalidDefinitionValue {
+        /// The job type (or `*` for the catalog defaults).
+        job_type: String,
+        /// The field.
+        field: &'static str,
+    },
+    /// Overrides were given for a job type the catalog does not register.
+    #[error("catalog overrides name `{job_type}`, which the catalog does not register")]
+    UnknownJobType {
+        /// The job type.
+        job_type: String,
+    },
+    /// An exact-sync scope is empty or names an invalid type.
+    #[error("invalid catalog sync scope: {reason}")]
+    InvalidScope {
+        /// What is wrong.
+        reason: String,
+    },
+    /// Exact sync would disable a definition that active schedules still use.
+    #[error("job definition `{job_type}` still has active schedules and cannot be disabled")]
+    ActiveScheduleExists {
+        /// The job type.
+        job_type: String,
+    },
+    /// Writing the definitions failed.
+    #[error(transparent)]
+    Persistence(Box<crate::postgres::Error>),
+}
+
+impl CatalogError {
+    /// Stable error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::DuplicateJobType { .. } => "catalog.duplicate_job_type",
+            Self::JobTypeMismatch { .. } => "catalog.job_type_mismatch",
+            Self::InvalidJobType(err) => err.code(),
+            Self::InvalidDefinitionValue { .. } => "catalog.invalid_definition_value",
+            Self::UnknownJobType { .. } => "catalog.unknown_job_type",
+            Self::InvalidScope { .. } => "catalog.invalid_scope",
+            Self::ActiveScheduleExists { .. } => "job_definition.active_schedule_exists",
+            Self::Persistence(err) => err.code(),
+        }
+    }
+}
+
+impl From<crate::postgres::Error> for CatalogError {
+    fn from(err: crate::postgres::Error) -> Self {
+        match err {
+            crate::postgres::Error::ActiveScheduleExists { job_type } => {
+                Self::ActiveScheduleExists { job_type }
+            }
+            other => Self::Persistence(Box::new(other)),
+        }
+    }
+}
+
+/// Definition values applied to every catalog job unless overridden.
+///
+/// ```
+/// use runledger_engine::runtime::catalog::{JobCatalog, JobCatalogDefaults};
+///
+/// let catalog = JobCatalog::new().with_defaults(JobCatalogDefaults {
+///     max_attempts: 10,
+///     ..JobCatalogDefaults::default()
+/// });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobCatalogDefaults {
+    /// Handler version (positive).
+    pub version: i32,
+    /// Attempts before dead-lettering (positive).
+    pub max_attempts: i32,
+    /// Per-attempt timeout (positive).
+    pub timeout_seconds: i32,
+    /// Priority; may be zero or negative.
+    pub priority: i32,
+    /// Whether definitions are enabled.
+    pub enabled: bool,
+}
+
+impl Default for JobCatalogDefaults {
+    fn default() -> Self {
+        Self {
+            version: 1,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
+            priority: 0,
+            enabled: true,
+        }
+    }
+}
+
+/// Per-job definition values that take precedence over [`JobCatalogDefaults`] for the fields
+/// they set.
+///
+/// ```
+/// use runledger_engine::runtime::catalog::JobCatalogDefinitionOverrides;
+///
+/// let overrides = JobCatalogDefinitionOverrides::new().timeout_seconds(600).priority(20);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobCatalogDefinitionOverrides {
+    version: Option<i32>,
+    max_attempts: Option<i32>,
+    timeout_seconds: Option<i32>,
+    priority: Option<i32>,
+    enabled: Option<bool>,
+}
+
+impl JobCatalogDefinitionOverrides {
+    /// No overrides.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Overrides the version (must be positive).
+    pub fn version(mut self, version: i32) -> Self {
+        self.version = Some(version);
+        self
+    }
+
+    /// Overrides the attempts (must be positive).
+    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// Overrides the timeout (must be positive).
+    pub fn timeout_seconds(mut self, timeout_seconds: i32) -> Self {
+        self.timeout_seconds = Some(timeout_seconds);
+        self
+    }
+
+    /// Overrides the priority.
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Overrides whether the definition is enabled.
+    pub fn enabled(mut self, enabled: bool) -> Self {
+        self.enabled = Some(enabled);
+        self
+    }
+}
+
+/// The job types an exact sync owns: enabled definitions in this set that the catalog lacks
+/// are disabled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobCatalogSyncScope {
+    job_types: Vec<String>,
+}
+
+impl JobCatalogSyncScope {
+    /// A scope of explicit job types (not empty, each a valid job type).
+    pub fn new<I, S>(job_types: I) -> Result<Self, CatalogError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let job_types: BTreeSet<String> = job_types.into_iter().map(Into::into).collect();
+        if job_types.is_empty() {
+            return Err(CatalogError::InvalidScope {
+                reason: "a scope must name at least one job type".to_owned(),
+            });
+        }
+        for job_type in &job_types {
+            JobType::new(job_type).validate()?;
+        }
+        Ok(Self {
+            job_types: job_types.into_iter().collect(),
+        })
+    }
+
+    /// The owned job types, sorted.
+    pub fn job_types(&self) -> &[String] {
+        &self.job_types
+    }
+}
+
+struct CatalogEntry {
+    job_type: String,
+    handler: Arc<dyn JobHandler>,
+    overrides: JobCatalogDefinitionOverrides,
+}
+
+/// Handlers and their definitions, declared once at startup.
+///
+/// Catalog building never fails at the call: mistakes (duplicates, a handler registered under
+/// another type, non-positive values) are collected and reported by [`Self::validate`], by the
+/// sync calls and by `SupervisorBuilder::build`.
+///
+/// ```no_run
+/// use runledger_engine::core::prelude::*;
+/// use runledger_engine::runtime::catalog::{JobCatalog, JobCatalogDefinitionOverrides};
+///
+/// struct SendEmail;
+///
+/// #[async_trait]
+/// impl JobHandler for SendEmail {
+///     fn job_type(&self) -> JobType<'static> {
+///         JobType::new("jobs.email.send")
+///     }
+///     async fn execute(&self, _: JobContext, _: serde_json::Value) -> Result<JobCompletion, JobFailure> {
+///         Ok(JobCompletion::success())
+///     }
+/// }
+///
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// let catalog = JobCatalog::new().job_with_definition_overrides(
+///     "jobs.email.send",
+///     SendEmail,
+///     JobCatalogDefinitionOverrides::new().max_attempts(8),
+/// );
+/// catalog.sync_definitions(&pool).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Default)]
+pub struct JobCatalog {
+    defaults: JobCatalogDefaults,
+    entries: Vec<CatalogEntry>,
+    pending_overrides: Vec<(String, JobCatalogDefinitionOverrides)>,
+}
+
+impl std::fmt::Debug for JobCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobCatalog")
+            .field("defaults", &self.defaults)
+            .field("job_types", &self.job_types())
+            .finish()
+    }
+}
+
+impl JobCatalog {
+    /// An empty catalog with default definition values.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replaces the catalog-wide definition defaults.
+    pub fn with_defaults(mut self, defaults: JobCatalogDefaults) -> Self {
+        self.defaults = defaults;
+        self
+    }
+
+    /// Registers `handler` for `job_type` (which must equal the handler's own job type).
+    pub fn job(self, job_type: &str, handler: impl JobHandler) -> Self {
+        self.job_with_definition_overrides(job_type, handler, JobCatalogDefinitionOverrides::new())
+    }
+
+    /// Registers `handler` under its own job type.
+    pub fn handler(self, handler: impl JobHandler) -> Self {
+        let job_type = handler.job_type().as_str().to_owned();
+        self.job(&job_type, handler)
+    }
+
+    /// Registers `handler` for `job_type` with per-job definition overrides.
+    pub fn job_with_definition_overrides(
+        mut self,
+        job_type: &str,
+        handler: impl JobHandler,
+        overrides: JobCatalogDefinitionOverrides,
+    ) -> Self {
+        self.entries.push(CatalogEntry {
+            job_type: job_type.to_owned(),
+            handler: Arc::new(handler),
+            overrides,
+        });
+        self
+    }
+
+    /// Sets overrides for a job type registered (before or after) with [`Self::job`].
+    pub fn definition_overrides(
+        mut self,
+        job_type: &str,
+        overrides: JobCatalogDefinitionOverrides,
+    ) -> Self {
+        self.pending_overrides
+            .push((job_type.to_owned(), overrides));
+        self
+    }
+
+    /// The registered job types, in registration order.
+    pub fn job_types(&self) -> Vec<String> {
+        self.entries.iter().map(|e| e.job_type.clone()).collect()
+    }
+
+    /// Reports the first mistake made while building the catalog.
+    pub fn validate(&self) -> Result<(), CatalogError> {
+        self.definitions().map(|_| ())
+    }
+
+    /// The handlers as a registry.
+    pub fn registry(&self) -> Result<JobRegistry, CatalogError> {
+        self.validate()?;
+        let mut registry = JobRegistry::new();
+        for entry in &self.entries {
+            registry
+                .insert(entry.job_type.clone(), Arc::clone(&entry.handler))
+                .map_err(|err| match err {
+                    RegistryError::DuplicateJobType { job_type } => {
+                        CatalogError::DuplicateJobType { job_type }
+                    }
+                    RegistryError::InvalidJobType(err) => CatalogError::InvalidJobType(err),
+                })?;
+        }
+        Ok(registry)
+    }
+
+    /// The effective definition of every entry (defaults, then overrides), validated.
+    pub fn definitions(&self) -> Result<Vec<JobDefinitionUpsert<'_>>, CatalogError> {
+        check_positive("*", &self.defaults_as_overrides())?;
+        for (job_type, _) in &self.pending_overrides {
+            if !self.entries.iter().any(|e| &e.job_type == job_type) {
+                return Err(CatalogError::UnknownJobType {
+                    job_type: job_type.clone(),
+                });
+            }
+        }
+        let mut seen = BTreeSet::new();
+        let mut definitions = Vec::with_capacity(self.entries.len());
+        for entry in &self.entries {
+            JobType::new(&entry.job_type).validate()?;
+            let handler_type = entry.handler.job_type();
+            if handler_type.as_str() != entry.job_type {
+                return Err(CatalogError::JobTypeMismatch {
+                    declared: entry.job_type.clone(),
+                    handler: handler_type.as_str().to_owned(),
+                });
+            }
+            if !seen.insert(entry.job_type.as_str()) {
+                return Err(CatalogError::DuplicateJobType {
+                    job_type: entry.job_type.clone(),
+                });
+            }
+            let overrides = self
+                .pending_overrides
+                .iter()
+                .filter(|(job_type, _)| job_type == &entry.job_type)
+                .fold(entry.overrides, |acc, (_, more)| merge(acc, *more));
+            check_positive(&entry.job_type, &overrides)?;
+            let d = self.defaults;
+            definitions.push(
+                JobDefinitionUpsert::new(entry.job_type.as_str())
+                    .version(overrides.version.unwrap_or(d.version))
+                    .max_attempts(overrides.max_attempts.unwrap_or(d.max_attempts))
+                    .timeout_seconds(overrides.timeout_seconds.unwrap_or(d.timeout_seconds))
+                    .priority(overrides.priority.unwrap_or(d.priority))
+                    .enabled(overrides.enabled.unwrap_or(d.enabled)),
+            );
+        }
+        Ok(definitions)
+    }
+
+    fn defaults_as_overrides(&self) -> JobCatalogDefinitionOverrides {
+        JobCatalogDefinitionOverrides {
+            version: Some(self.defaults.version),
+            max_attempts: Some(self.defaults.max_attempts),
+            timeout_seconds: Some(self.defaults.timeout_seconds),
+            priority: Some(self.defaults.priority),
+            enabled: Some(self.defaults.enabled),
+        }
+    }
+
+    /// Additive sync: inserts missing definitions and restores the fields the catalog owns
+    /// (version, attempts, timeout, priority) on existing ones. A definition an operator
+    /// disabled stays disabled; one the catalog disables is disabled. Rows the catalog does not
+    /// mention are left alone. One statement.
+    pub async fn sync_definitions(&self, pool: &PgPool) -> Result<(), CatalogError> {
+        let definitions = self.definitions()?;
+        sync_job_definitions(pool, &definitions, None).await?;
+        Ok(())
+    }
+
+    /// Exact sync: like [`Self::sync_definitions`], but enabled state is restored from the
+    /// catalog, and enabled definitions inside `scope` that the catalog lacks are disabled.
+    /// Returns the job types it disabled. Refuses (changing nothing) to disable a definition
+    /// that active schedules still use.
+    pub async fn sync_definitions_exact(
+        &self,
+        pool: &PgPool,
+        scope: &JobCatalogSyncScope,
+    ) -> Result<Vec<String>, CatalogError> {
+        let definitions = self.definitions()?;
+        Ok(sync_job_definitions(pool, &definitions, Some(scope.job_types())).await?)
+    }
+}
+
+fn merge(
+    base: JobCatalogDefinitionOverrides,
+    more: JobCatalogDefinitionOverrides,
+) -> JobCatalogDefinitionOverrides {
+    JobCatalogDefinitionOverrides {
+        version: more.version.or(base.version),
+        max_attempts: more.max_attempts.or(base.max_attempts),
+        timeout_seconds: more.timeout_seconds.or(base.timeout_seconds),
+        priority: more.priority.or(base.priority),
+        enabled: more.enabled.or(base.enabled),
+    }
+}
+
+fn check_positive(
+    job_type: &str,
+    overrides: &JobCatalogDefinitionOverrides,
+) -> Result<(), CatalogError> {
+    let fields = [
+        ("version", overrides.version),
+        ("max_attempts", overrides.max_attempts),
+        ("timeout_seconds", overrides.timeout_seconds),
+    ];
+    match fields
+        .into_iter()
+        .find(|(_, value)| value.is_some_and(|v| v <= 0))
+    {
+        Some((field, _)) => Err(CatalogError::InvalidDefinitionValue {
+            job_type: job_type.to_owned(),
+            field,
+        }),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,301 @@
+//! Worker-process settings, read from `JOBS_*` environment variables or built in code.
+
+use std::time::Duration;
+
+use uuid::Uuid;
+
+/// Default pause between polls when no notification arrives.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(1_000);
+/// Default upper bound on jobs claimed per round trip.
+pub const DEFAULT_CLAIM_BATCH_SIZE: u32 = 64;
+/// Default lease length; heartbeats renew it at a third of this.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+/// Default limit on handlers running at once in one process.
+pub const DEFAULT_MAX_GLOBAL_CONCURRENCY: u32 = 64;
+/// Default pause between reaper sweeps.
+pub const DEFAULT_REAPER_INTERVAL: Duration = Duration::from_secs(5);
+/// Default pause between schedule materialization passes.
+pub const DEFAULT_SCHEDULE_POLL_INTERVAL: Duration = Duration::from_secs(5);
+/// Default delay before a reaped job becomes claimable again.
+pub const DEFAULT_REAPER_RETRY_DELAY: Duration = Duration::from_millis(1_000);
+
+/// Smallest poll interval accepted; smaller values are raised to it.
+pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// Smallest lease accepted; smaller values are raised to it.
+pub const MIN_LEASE_TTL: Duration = Duration::from_secs(10);
+/// Smallest reaper and schedule intervals accepted.
+pub const MIN_LOOP_INTERVAL: Duration = Duration::from_secs(1);
+/// Largest claim batch accepted.
+pub const MAX_CLAIM_BATCH_SIZE: u32 = 1_000;
+
+/// A setting that is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobsConfigError {
+    /// An environment variable is set but is not a valid value.
+    #[error("environment variable {variable} has an invalid value {value:?}: expected {expected}")]
+    InvalidEnvVar {
+        /// The variable's name.
+        variable: &'static str,
+        /// What it contained.
+        value: String,
+        /// What was expected.
+        expected: &'static str,
+    },
+    /// A field of a hand-built config is out of range.
+    #[error("invalid jobs config: {field} {problem}")]
+    InvalidField {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+}
+
+impl JobsConfigError {
+    /// Stable error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidEnvVar { .. } => "config.invalid_env_var",
+            Self::InvalidField { .. } => "config.invalid_field",
+        }
+    }
+}
+
+/// Settings of a worker process.
+///
+/// ```
+/// use std::time::Duration;
+/// use runledger_engine::runtime::config::JobsConfig;
+///
+/// let config = JobsConfig {
+///     max_global_concurrency: 8,
+///     ..JobsConfig::default()
+/// };
+/// config.validate().unwrap();
+/// assert!(config.worker_id.starts_with("worker-"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobsConfig {
+    /// This process's worker identity (`JOBS_WORKER_ID`); blank means `worker-<uuidv7>`.
+    pub worker_id: String,
+    /// Poll interval when no notification arrives (`JOBS_POLL_INTERVAL_MS`).
+    pub poll_interval: Duration,
+    /// Most jobs claimed per round trip (`JOBS_CLAIM_BATCH_SIZE`).
+    pub claim_batch_size: u32,
+    /// Lease length (`JOBS_LEASE_TTL_SECONDS`), at least [`MIN_LEASE_TTL`].
+    pub lease_ttl: Duration,
+    /// Most handlers running at once (`JOBS_MAX_GLOBAL_CONCURRENCY`).
+    pub max_global_concurrency: u32,
+    /// Pause between reaper sweeps (`JOBS_REAPER_INTERVAL_SECONDS`).
+    pub reaper_interval: Duration,
+    /// Pause between schedule passes (`JOBS_SCHEDULE_POLL_INTERVAL_SECONDS`).
+    pub schedule_poll_interval: Duration,
+    /// Delay before a reaped job is claimable again (`JOBS_REAPER_RETRY_DELAY_MS`).
+    pub reaper_retry_delay: Duration,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        Self {
+            worker_id: generated_worker_id(),
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            claim_batch_size: DEFAULT_CLAIM_BATCH_SIZE,
+            lease_ttl: DEFAULT_LEASE_TTL,
+            max_global_concurrency: DEFAULT_MAX_GLOBAL_CONCURRENCY,
+            reaper_interval: DEFAULT_REAPER_INTERVAL,
+            schedule_poll_interval: DEFAULT_SCHEDULE_POLL_INTERVAL,
+            reaper_retry_delay: DEFAULT_REAPER_RETRY_DELAY,
+        }
+    }
+}
+
+fn generated_worker_id() -> String {
+    format!("worker-{}", Uuid::now_v7())
+}
+
+impl JobsConfig {
+    /// Reads the `JOBS_*` variables; unset variables keep their defaults, values below the safe
+    /// minimums are raised to them. A variable that is set but malformed is an error naming it.
+    pub fn from_env() -> Result<Self, JobsConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`Self::from_env`], reading variables through `lookup` (for tests and for
+    /// configuration sources other than the process environment).
+    ///
+    /// ```
+    /// use runledger_engine::runtime::config::JobsConfig;
+    ///
+    /// let config = JobsConfig::from_lookup(|name| match name {
+    ///     "JOBS_LEASE_TTL_SECONDS" => Some("2".to_owned()),
+    ///     "JOBS_WORKER_ID" => Some("api-7".to_owned()),
+    ///     _ => None,
+    /// })
+    /// .unwrap();
+    /// assert_eq!(config.lease_ttl.as_secs(), 10); // clamped to the minimum
+    /// assert_eq!(config.worker_id, "api-7");
+    ///
+    /// let err = JobsConfig::from_lookup(|name| {
+    ///     (name == "JOBS_CLAIM_BATCH_SIZE").then(|| "many".to_owned())
+    /// })
+    /// .unwrap_err();
+    /// assert!(err.to_string().contains("JOBS_CLAIM_BATCH_SIZE"));
+    /// ```
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, JobsConfigError> {
+        let read = |variable: &'static str| -> Result<Option<u64>, JobsConfigError> {
+            match lookup(variable) {
+                None => Ok(None),
+                Some(value) if value.trim().is_empty() => Ok(None),
+                Some(value) => value.trim().parse::<u64>().map(Some).map_err(|_| {
+                    JobsConfigError::InvalidEnvVar {
+                        variable,
+                        value,
+                        expected: "a non-negative integer",
+                    }
+                }),
+            }
+        };
+        let defaults = Self::default();
+        let worker_id = lookup("JOBS_WORKER_ID")
+            .map(|id| id.trim().to_owned())
+            .filter(|id| !id.is_empty())
+            .unwrap_or(defaults.worker_id);
+        let config = Self {
+            worker_id,
+            poll_interval: read("JOBS_POLL_INTERVAL_MS")?
+                .map_or(defaults.poll_interval, Duration::from_millis),
+            claim_batch_size: read("JOBS_CLAIM_BATCH_SIZE")?
+                .map_or(defaults.claim_batch_size, saturate_u32),
+            lease_ttl: read("JOBS_LEASE_TTL_SECONDS")?
+                .map_or(defaults.lease_ttl, Duration::from_secs),
+            max_global_concurrency: read("JOBS_MAX_GLOBAL_CONCURRENCY")?
+                .map_or(defaults.max_global_concurrency, saturate_u32),
+            reaper_interval: read("JOBS_REAPER_INTERVAL_SECONDS")?
+                .map_or(defaults.reaper_interval, Duration::from_secs),
+            schedule_poll_interval: read("JOBS_SCHEDULE_POLL_INTERVAL_SECONDS")?
+                .map_or(defaults.schedule_poll_interval, Duration::from_secs),
+            reaper_retry_delay: read("JOBS_REAPER_RETRY_DELAY_MS")?
+                .map_or(defaults.reaper_retry_delay, Duration::from_millis),
+        };
+        Ok(config.clamped())
+    }
+
+    /// Raises every value below its safe minimum to the minimum (and caps the batch size).
+    pub fn clamped(mut self) -> Self {
+        self.poll_interval = self.poll_interval.max(MIN_POLL_INTERVAL);
+        self.claim_batch_size = self.claim_batch_size.clamp(1, MAX_CLAIM_BATCH_SIZE);
+        self.lease_ttl = self.lease_ttl.max(MIN_LEASE_TTL);
+        self.max_global_concurrency = self.max_global_concurrency.max(1);
+        self.reaper_interval = self.reaper_interval.max(MIN_LOOP_INTERVAL);
+        self.schedule_poll_interval = self.schedule_poll_interval.max(MIN_LOOP_INTERVAL);
+        self
+    }
+
+    /// Checks a hand-built config; [`Self::from_env`] always returns a valid one.
+    pub fn validate(&self) -> Result<(), JobsConfigError> {
+        let invalid = |field, problem| Err(JobsConfigError::InvalidField { field, problem });
+        if self.worker_id.trim().is_empty() || self.worker_id.chars().count() > 255 {
+            return invalid("worker_id", "must be 1 to 255 characters and not blank");
+        }
+        if self.poll_interval < MIN_POLL_INTERVAL {
+            return invalid("poll_interval", "must be at least 10 ms");
+        }
+        if self.claim_batch_size == 0 || self.claim_batch_size > MAX_CLAIM_BATCH_SIZE {
+            return invalid("claim_batch_size", "must be between 1 and 1000");
+        }
+        if self.lease_ttl < MIN_LEASE_TTL {
+            return invalid("lease_ttl", "must be at least 10 seconds");
+        }
+        if self.max_global_concurrency == 0 {
+            return invalid("max_global_concurrency", "must be at least 1");
+        }
+        if self.reaper_interval < MIN_LOOP_INTERVAL {
+            return invalid("reaper_interval", "must be at least 1 second");
+        }
+        if self.schedule_poll_interval < MIN_LOOP_INTERVAL {
+            return invalid("schedule_poll_interval", "must be at least 1 second");
+        }
+        Ok(())
+    }
+}
+
+fn saturate_u32(value: u64) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).to_owned())
+        }
+    }
+
+    #[test]
+    fn reads_every_variable() {
+        let config = JobsConfig::from_lookup(env(&[
+            ("JOBS_WORKER_ID", "w-1"),
+            ("JOBS_POLL_INTERVAL_MS", "250"),
+            ("JOBS_CLAIM_BATCH_SIZE", "20"),
+            ("JOBS_LEASE_TTL_SECONDS", "45"),
+            ("JOBS_MAX_GLOBAL_CONCURRENCY", "7"),
+            ("JOBS_REAPER_INTERVAL_SECONDS", "3"),
+            ("JOBS_SCHEDULE_POLL_INTERVAL_SECONDS", "9"),
+            ("JOBS_REAPER_RETRY_DELAY_MS", "1500"),
+        ]))
+        .unwrap();
+        assert_eq!(config.worker_id, "w-1");
+        assert_eq!(config.poll_interval, Duration::from_millis(250));
+        assert_eq!(config.claim_batch_size, 20);
+        assert_eq!(config.lease_ttl, Duration::from_secs(45));
+        assert_eq!(config.max_global_concurrency, 7);
+        assert_eq!(config.reaper_interval, Duration::from_secs(3));
+        assert_eq!(config.schedule_poll_interval, Duration::from_secs(9));
+        assert_eq!(config.reaper_retry_delay, Duration::from_millis(1500));
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn clamps_to_safe_minimums() {
+        let config = JobsConfig::from_lookup(env(&[
+            ("JOBS_POLL_INTERVAL_MS", "0"),
+            ("JOBS_CLAIM_BATCH_SIZE", "0"),
+            ("JOBS_LEASE_TTL_SECONDS", "1"),
+            ("JOBS_MAX_GLOBAL_CONCURRENCY", "0"),
+            ("JOBS_REAPER_INTERVAL_SECONDS", "0"),
+        ]))
+        .unwrap();
+        assert_eq!(config.poll_interval, MIN_POLL_INTERVAL);
+        assert_eq!(config.claim_batch_size, 1);
+        assert_eq!(config.lease_ttl, MIN_LEASE_TTL);
+        assert_eq!(config.max_global_concurrency, 1);
+        assert_eq!(config.reaper_interval, MIN_LOOP_INTERVAL);
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn blank_worker_id_falls_back_and_malformed_values_name_the_variable() {
+        let config = JobsConfig::from_lookup(env(&[("JOBS_WORKER_ID", "  ")])).unwrap();
+        assert!(config.worker_id.starts_with("worker-"));
+
+        let err = JobsConfig::from_lookup(env(&[("JOBS_LEASE_TTL_SECONDS", "-3")])).unwrap_err();
+        assert_eq!(err.code(), "config.invalid_env_var");
+        assert!(err.to_string().contains("JOBS_LEASE_TTL_SECONDS"));
+    }
+
+    #[test]
+    fn validate_rejects_hand_built_configs_below_minimums() {
+        let config = JobsConfig {
+            lease_ttl: Duration::from_secs(1),
+            ..JobsConfig::default()
+        };
+        let err = config.validate().unwrap_err();
+        assert!(err.to_string().contains("lease_ttl"));
+    }
+}

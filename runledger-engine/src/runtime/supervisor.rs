@@ -1,0 +1,349 @@
+//! The Supervisor: starts the worker and reaper loops of a worker process, watches them, and
+//! shuts them down within a deadline.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::task::{JoinError, JoinSet};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::core::jobs::JobId;
+use crate::runtime::catalog::JobCatalog;
+use crate::runtime::config::{JobsConfig, JobsConfigError};
+use crate::runtime::error::{RuntimeError, RuntimeLoopExit};
+use crate::runtime::observer::{JobLifecycleObserver, JobLifecycleObservers};
+use crate::runtime::reaper::{Reaper, ReaperConfig};
+use crate::runtime::registry::JobRegistry;
+use crate::runtime::worker::{Worker, WorkerConfig};
+
+/// How long loops get to finish after the deadline's hard stop before they are aborted.
+const HARD_STOP_GRACE: Duration = Duration::from_millis(500);
+
+/// Anything `Supervisor::builder` accepts as configuration: a [`JobsConfig`], or the result of
+/// [`JobsConfig::from_env`] (whose error then surfaces from the builder).
+pub trait IntoJobsConfig {
+    /// The config, or why there is none.
+    fn into_jobs_config(self) -> Result<JobsConfig, JobsConfigError>;
+}
+
+impl IntoJobsConfig for JobsConfig {
+    fn into_jobs_config(self) -> Result<JobsConfig, JobsConfigError> {
+        Ok(self)
+    }
+}
+
+impl IntoJobsConfig for Result<JobsConfig, JobsConfigError> {
+    fn into_jobs_config(self) -> Result<JobsConfig, JobsConfigError> {
+        self
+    }
+}
+
+/// Builds a [`Supervisor`].
+#[derive(Debug)]
+pub struct SupervisorBuilder {
+    pool: PgPool,
+    config: JobsConfig,
+    registry: JobRegistry,
+    observers: JobLifecycleObservers,
+    pending_error: Option<RuntimeError>,
+}
+
+impl SupervisorBuilder {
+    /// Registers every handler of `catalog` (sync its definitions separately, before starting).
+    pub fn with_catalog(mut self, catalog: &JobCatalog) -> Self {
+        match catalog.registry() {
+            Ok(registry) => self.merge_registry(&registry),
+            Err(err) => self.keep_error(err.into()),
+        }
+        self
+    }
+
+    /// Registers every handler of `registry`.
+    pub fn with_registry(mut self, registry: JobRegistry) -> Self {
+        if self.registry.is_empty() {
+            self.registry = registry;
+        } else {
+            self.merge_registry(&registry);
+        }
+        self
+    }
+
+    /// Adds a lifecycle observer.
+    pub fn with_job_lifecycle_observer(mut self, observer: impl JobLifecycleObserver) -> Self {
+        self.observers.push(Arc::new(observer));
+        self
+    }
+
+    fn merge_registry(&mut self, registry: &JobRegistry) {
+        for job_type in registry.job_types() {
+            if let Some(handler) = registry.get(&job_type)
+                && let Err(err) = self.registry.insert(job_type, Arc::clone(handler))
+            {
+                self.keep_error(err.into());
+            }
+        }
+    }
+
+    fn keep_error(&mut self, err: RuntimeError) {
+        self.pending_error.get_or_insert(err);
+    }
+
+    /// Validates everything and starts the loops (requires a Tokio runtime).
+    pub fn build(self) -> Result<Supervisor, RuntimeError> {
+        if let Some(err) = self.pending_error {
+            return Err(err);
+        }
+        self.config.validate()?;
+        if self.registry.is_empty() {
+            return Err(RuntimeError::NoHandlers);
+        }
+        let shutdown = CancellationToken::new();
+        let hard_stop = CancellationToken::new();
+        let observer_stop = CancellationToken::new();
+        let (observers, dispatcher) = self.observers.start(observer_stop.clone());
+        let worker = Worker::new(
+            self.pool.clone(),
+            Arc::new(self.registry),
+            WorkerConfig::from_jobs_config(&self.config),
+            observers.clone(),
+        )?;
+        let reaper = Reaper::new(
+            self.pool,
+            ReaperConfig::from_jobs_config(&self.config),
+            observers,
+        )?;
+
+        let mut tasks = JoinSet::new();
+        let mut names = HashMap::new();
+        let worker_span =
+            tracing::info_span!("runledger.worker", worker.id = %self.config.worker_id);
+        let (stop, hard) = (shutdown.clone(), hard_stop.clone());
+        let handle = tasks
+            .spawn(async move { ("worker", worker.run(stop, hard).await) }.instrument(worker_span));
+        names.insert(handle.id(), "worker");
+        let stop = shutdown.clone();
+        let handle = tasks.spawn(
+            async move { ("reaper", reaper.run(stop).await) }
+                .instrument(tracing::info_span!("runledger.reaper")),
+        );
+        names.insert(handle.id(), "reaper");
+        tracing::info!(worker.id = %self.config.worker_id, "supervisor started");
+        Ok(Supervisor {
+            tasks,
+            names,
+            shutdown,
+            hard_stop,
+            observer_stop,
+            dispatcher,
+            early_error: None,
+        })
+    }
+}
+
+/// Runs the worker and reaper loops of one worker process.
+///
+/// `build()` starts the loops; then either hand the process over to
+/// [`Supervisor::run_until_shutdown`] (the usual choice for a worker binary), or keep the
+/// value and call [`Supervisor::shutdown_with_timeout`] when your own shutdown logic decides.
+/// Treat any error as fatal for the process.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use runledger_engine::runtime::{catalog::JobCatalog, config::JobsConfig, Supervisor};
+///
+/// # async fn demo(pool: sqlx::PgPool, catalog: JobCatalog) -> Result<(), Box<dyn std::error::Error>> {
+/// catalog.sync_definitions(&pool).await?;
+/// let supervisor = Supervisor::builder(&pool, JobsConfig::from_env())?
+///     .with_catalog(&catalog)
+///     .build()?;
+/// supervisor
+///     .run_until_shutdown(async { let _ = tokio::signal::ctrl_c().await; }, Duration::from_secs(30))
+///     .await?;
+/// # Ok(()) }
+/// ```
+pub struct Supervisor {
+    tasks: JoinSet<(&'static str, RuntimeLoopExit)>,
+    names: HashMap<tokio::task::Id, &'static str>,
+    shutdown: CancellationToken,
+    hard_stop: CancellationToken,
+    observer_stop: CancellationToken,
+    dispatcher: Option<tokio::task::JoinHandle<()>>,
+    early_error: Option<RuntimeError>,
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("loops", &self.tasks.len())
+            .field("shutting_down", &self.shutdown.is_cancelled())
+            .finish()
+    }
+}
+
+/// Alias of [`RuntimeError`] for shutdown results, under the original name.
+pub type SupervisorShutdown = Result<(), RuntimeError>;
+
+impl Supervisor {
+    /// Starts building a supervisor for `pool` with `config` (a [`JobsConfig`] or the result of
+    /// [`JobsConfig::from_env`]).
+    pub fn builder(
+        pool: &PgPool,
+        config: impl IntoJobsConfig,
+    ) -> Result<SupervisorBuilder, RuntimeError> {
+        let config = config.into_jobs_config()?;
+        config.validate()?;
+        Ok(SupervisorBuilder {
+            pool: pool.clone(),
+            config,
+            registry: JobRegistry::new(),
+            observers: JobLifecycleObservers::new(),
+            pending_error: None,
+        })
+    }
+
+    /// Starts building with [`JobsConfig::from_env`].
+    pub fn builder_from_env(pool: &PgPool) -> Result<SupervisorBuilder, RuntimeError> {
+        Self::builder(pool, JobsConfig::from_env())
+    }
+
+    /// Runs until `signal` completes or a loop fails, then shuts down within `deadline`.
+    /// Returns an error when a loop panicked or exited on its own, or when the deadline was
+    /// missed (remaining tasks are then aborted and in-flight handlers dropped).
+    pub async fn run_until_shutdown(
+        mut self,
+        signal: impl Future<Output = ()>,
+        deadline: Duration,
+    ) -> SupervisorShutdown {
+        tokio::select! {
+            () = signal => tracing::info!("shutdown signal received"),
+            Some(joined) = self.tasks.join_next() => {
+                let err = loop_failure(joined, false, &self.names);
+                tracing::error!(error = %err, "a runtime loop stopped; shutting down");
+                self.early_error = Some(err);
+            }
+        }
+        self.shutdown_with_timeout(deadline).await
+    }
+
+    /// Stops claiming, drains in-flight jobs without a deadline and waits for every loop.
+    pub async fn shutdown(mut self) -> SupervisorShutdown {
+        self.shutdown.cancel();
+        let mut first_error = self.early_error.take();
+        while let Some(joined) = self.tasks.join_next().await {
+            if let Some(err) = shutdown_failure(joined, &self.names) {
+                first_error.get_or_insert(err);
+            }
+        }
+        self.finish_observers().await;
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Stops claiming and drains in-flight jobs for up to `deadline`; then drops the remaining
+    /// handlers, aborts the loops and reports the dropped jobs.
+    pub async fn shutdown_with_timeout(mut self, deadline: Duration) -> SupervisorShutdown {
+        self.shutdown.cancel();
+        let mut first_error = self.early_error.take();
+        let mut aborted: Vec<JobId> = Vec::new();
+        let drained = tokio::time::timeout(deadline, async {
+            let mut errors = Vec::new();
+            while let Some(joined) = self.tasks.join_next().await {
+                errors.push(joined);
+            }
+            errors
+        })
+        .await;
+        let results = match drained {
+            Ok(results) => results,
+            Err(_) => {
+                tracing::warn!("shutdown deadline reached; dropping in-flight handlers");
+                self.hard_stop.cancel();
+                let mut results = Vec::new();
+                let grace = tokio::time::timeout(HARD_STOP_GRACE, async {
+                    while let Some(joined) = self.tasks.join_next().await {
+                        results.push(joined);
+                    }
+                })
+                .await;
+                if grace.is_err() {
+                    self.tasks.abort_all();
+                    while self.tasks.join_next().await.is_some() {}
+                }
+                first_error.get_or_insert(RuntimeError::ShutdownDeadlineExceeded {
+                    aborted_jobs: Vec::new(),
+                });
+                results
+            }
+        };
+        for joined in results {
+            match joined {
+                Ok((_, RuntimeLoopExit::Aborted { aborted_jobs })) => aborted.extend(aborted_jobs),
+                other => {
+                    if let Some(err) = shutdown_failure(other, &self.names) {
+                        first_error.get_or_insert(err);
+                    }
+                }
+            }
+        }
+        self.finish_observers().await;
+        match first_error {
+            Some(RuntimeError::ShutdownDeadlineExceeded { .. }) => {
+                Err(RuntimeError::ShutdownDeadlineExceeded {
+                    aborted_jobs: aborted,
+                })
+            }
+            Some(err) => Err(err),
+            None if !aborted.is_empty() => Err(RuntimeError::ShutdownDeadlineExceeded {
+                aborted_jobs: aborted,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    async fn finish_observers(&mut self) {
+        self.observer_stop.cancel();
+        if let Some(dispatcher) = self.dispatcher.take() {
+            let _ = dispatcher.await;
+        }
+    }
+}
+
+/// Interprets a loop that ended while shutdown was in progress.
+fn shutdown_failure(
+    joined: Result<(&'static str, RuntimeLoopExit), JoinError>,
+    names: &HashMap<tokio::task::Id, &'static str>,
+) -> Option<RuntimeError> {
+    match joined {
+        Ok((_, RuntimeLoopExit::Shutdown)) => None,
+        other => Some(loop_failure(other, true, names)),
+    }
+}
+
+/// Interprets a loop that ended; `shutting_down` tells whether that was expected.
+fn loop_failure(
+    joined: Result<(&'static str, RuntimeLoopExit), JoinError>,
+    shutting_down: bool,
+    names: &HashMap<tokio::task::Id, &'static str>,
+) -> RuntimeError {
+    match joined {
+        Ok((_, RuntimeLoopExit::Aborted { aborted_jobs })) if shutting_down => {
+            RuntimeError::ShutdownDeadlineExceeded { aborted_jobs }
+        }
+        Ok((_, RuntimeLoopExit::InvalidConfig(err))) => RuntimeError::InvalidJobsConfig(err),
+        Ok((loop_name, exit)) => RuntimeError::LoopExitedEarly { loop_name, exit },
+        Err(err) => {
+            let loop_name = names.get(&err.id()).copied().unwrap_or("runtime");
+            if err.is_panic() {
+                RuntimeError::LoopPanicked { loop_name }
+            } else {
+                RuntimeError::LoopExitedEarly {
+                    loop_name,
+                    exit: RuntimeLoopExit::Shutdown,
+                }
+            }
+        }
+    }
+}

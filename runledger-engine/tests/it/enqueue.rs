@@ -1,0 +1,574 @@
+//! Enqueue: defaults and overrides, validation, batches, idempotency keys, transactions and the
+//! wake-up notification.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use chrono::Utc;
+use runledger_engine::core::jobs::{JobId, JobStatus};
+use runledger_engine::postgres::ErrorCategory;
+use runledger_engine::postgres::jobs::{
+    JOB_QUEUE_CHANNEL, JobDefinitionUpsert, JobEnqueue, enqueue_job, enqueue_jobs, get_job_by_id,
+    upsert_job_definition,
+};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+use uuid::Uuid;
+
+use crate::support::{
+    DefinitionOpts, WORKER, claim, count_jobs, count_status, define, insert_job, job, make_due,
+};
+
+async fn jobs_with_key(pool: &PgPool, key: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM runledger.job_queue WHERE idempotency_key = $1")
+        .bind(key)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+async fn next_notification_payload(listener: &mut PgListener) -> String {
+    let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("no notification within 5 seconds")
+        .unwrap();
+    assert_eq!(notification.channel(), "runledger_job_queue");
+    notification.payload().to_owned()
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn enqueue_without_overrides_takes_priority_attempts_and_timeout_from_the_definition(
+    pool: PgPool,
+) {
+    upsert_job_definition(
+        &pool,
+        &JobDefinitionUpsert::new("emails.send")
+            .priority(7)
+            .max_attempts(4)
+            .timeout_seconds(45),
+    )
+    .await
+    .unwrap();
+    let payload = json!({"to": "ada@example.com"});
+
+    let enqueued = enqueue_job(&pool, &JobEnqueue::new("emails.send", &payload))
+        .await
+        .unwrap();
+
+    assert!(enqueued.created);
+    assert_eq!(enqueued.status, JobStatus::Pending);
+    let record = job(&pool, enqueued.id).await;
+    assert_eq!(record.job_type, "emails.send");
+    assert_eq!(record.payload, payload);
+    assert_eq!(record.status, JobStatus::Pending);
+    assert_eq!(record.priority, 7);
+    assert_eq!(record.max_attempts, 4);
+    assert_eq!(record.timeout_seconds, 45);
+    assert_eq!(record.attempt, 0);
+    assert_eq!(record.attempts_used, 0);
+    assert!(record.next_run_at <= Utc::now(), "due immediately");
+    assert_eq!(record.idempotency_key, None);
+    assert_eq!(record.worker_id, None);
+    assert_eq!(record.finished_at, None);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn enqueue_overrides_replace_the_definition_defaults(pool: PgPool) {
+    upsert_job_definition(
+        &pool,
+        &JobDefinitionUpsert::new("emails.send")
+            .priority(7)
+            .max_attempts(4)
+            .timeout_seconds(45),
+    )
+    .await
+    .unwrap();
+    let payload = json!({"to": "ada@example.com"});
+    let organization = Uuid::now_v7();
+    let user = Uuid::now_v7();
+
+    let enqueued = enqueue_job(
+        &pool,
+        &JobEnqueue::new("emails.send", &payload)
+            .priority(-3)
+            .max_attempts(9)
+            .timeout_seconds(12)
+            .organization_id(organization)
+            .created_by_user_id(user),
+    )
+    .await
+    .unwrap();
+
+    let record = job(&pool, enqueued.id).await;
+    assert_eq!(record.priority, -3);
+    assert_eq!(record.max_attempts, 9);
+    assert_eq!(record.timeout_seconds, 12);
+    assert_eq!(record.organization_id, Some(organization));
+    assert_eq!(record.created_by_user_id, Some(user));
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn enqueue_of_an_undefined_job_type_is_refused_and_inserts_nothing(pool: PgPool) {
+    let payload = json!({});
+
+    let err = enqueue_job(&pool, &JobEnqueue::new("nobody.defined.me", &payload))
+        .await
+        .unwrap_err();
+
+    assert_eq!(err.code(), "job.definition_not_found_or_disabled");
+    assert_eq!(err.category(), ErrorCategory::Conflict);
+    assert_eq!(count_jobs(&pool).await, 0);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn enqueue_of_a_disabled_job_type_is_refused_like_an_undefined_one(pool: PgPool) {
+    define(
+        &pool,
+        "emails.legacy",
+        DefinitionOpts {
+            enabled: false,
+            ..DefinitionOpts::default()
+        },
+    )
+    .await;
+    let payload = json!({});
+
+    let err = enqueue_job(&pool, &JobEnqueue::new("emails.legacy", &payload))
+        .await
+        .unwrap_err();
+
+    assert_eq!(err.code(), "job.definition_not_found_or_disabled");
+    assert_eq!(count_jobs(&pool).await, 0);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn enqueue_with_a_blank_job_type_is_a_validation_error(pool: PgPool) {
+    let payload = json!({});
+
+    for blank in ["", "   ", "\t\n"] {
+        let err = enqueue_job(&pool, &JobEnqueue::new(blank, &payload))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "job.invalid_job_type", "job type {blank:?}");
+        assert_eq!(err.category(), ErrorCategory::Validation);
+    }
+    assert_eq!(count_jobs(&pool).await, 0);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn enqueue_with_a_non_positive_max_attempts_override_is_a_validation_error(pool: PgPool) {
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let payload = json!({});
+
+    for max_attempts in [0, -1] {
+        let err = enqueue_job(
+            &pool,
+            &JobEnqueue::new("emails.send", &payload).max_attempts(max_attempts),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.code(), "job.invalid_max_attempts");
+        assert_eq!(err.category(), ErrorCategory::Validation);
+    }
+    assert_eq!(count_jobs(&pool).await, 0);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn enqueue_with_a_non_positive_timeout_or_blank_key_is_a_validation_error(pool: PgPool) {
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let payload = json!({});
+
+    let err = enqueue_job(
+        &pool,
+        &JobEnqueue::new("emails.send", &payload).timeout_seconds(0),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "job.invalid_timeout");
+
+    let err = enqueue_job(
+        &pool,
+        &JobEnqueue::new("emails.send", &payload).idempotency_key("  "),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "job.invalid_idempotency_key");
+    assert_eq!(count_jobs(&pool).await, 0);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_job_with_run_at_in_the_future_is_not_claimable_until_then(pool: PgPool) {
+    define(&pool, "reports.render", DefinitionOpts::default()).await;
+    let payload = json!({"report": 1});
+    let run_at = Utc::now() + chrono::Duration::hours(1);
+
+    let enqueued = enqueue_job(
+        &pool,
+        &JobEnqueue::new("reports.render", &payload).run_at(run_at),
+    )
+    .await
+    .unwrap();
+
+    let record = job(&pool, enqueued.id).await;
+    assert_eq!(record.status, JobStatus::Pending);
+    let drift = (record.next_run_at - run_at).num_microseconds().unwrap();
+    assert!(drift.abs() <= 1, "next_run_at is the requested run_at");
+    assert!(claim(&pool, WORKER, 10).await.is_empty());
+
+    // Once the time has come, it is claimed like any other job.
+    make_due(&pool, enqueued.id).await;
+    let claimed = claim(&pool, WORKER, 10).await;
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].id, enqueued.id);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn batch_enqueue_of_500_jobs_returns_them_in_request_order_all_pending(pool: PgPool) {
+    define(&pool, "reports.render", DefinitionOpts::default()).await;
+    let payloads: Vec<Value> = (0..500).map(|n| json!({"n": n})).collect();
+    let requests: Vec<JobEnqueue<'_>> = payloads
+        .iter()
+        .map(|payload| JobEnqueue::new("reports.render", payload))
+        .collect();
+
+    let enqueued = enqueue_jobs(&pool, &requests).await.unwrap();
+
+    assert_eq!(enqueued.len(), 500);
+    assert!(enqueued.iter().all(|job| job.created));
+    assert!(enqueued.iter().all(|job| job.status == JobStatus::Pending));
+    let distinct: HashSet<JobId> = enqueued.iter().map(|job| job.id).collect();
+    assert_eq!(distinct.len(), 500);
+
+    let stored: HashMap<Uuid, (Value, String)> = sqlx::query_as::<_, (Uuid, Value, String)>(
+        "SELECT id, payload, status FROM runledger.job_queue",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(id, payload, status)| (id, (payload, status)))
+    .collect();
+    assert_eq!(stored.len(), 500);
+    for (index, job) in enqueued.iter().enumerate() {
+        let (payload, status) = &stored[&job.id.0];
+        assert_eq!(
+            payload,
+            &json!({"n": index}),
+            "result {index} is request {index}"
+        );
+        assert_eq!(status, "PENDING");
+    }
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn batch_enqueue_with_one_undefined_type_inserts_nothing(pool: PgPool) {
+    define(&pool, "reports.render", DefinitionOpts::default()).await;
+    let payload = json!({});
+    let mut requests: Vec<JobEnqueue<'_>> = (0..10)
+        .map(|_| JobEnqueue::new("reports.render", &payload))
+        .collect();
+    requests[5] = JobEnqueue::new("reports.missing", &payload);
+
+    let err = enqueue_jobs(&pool, &requests).await.unwrap_err();
+
+    assert_eq!(err.code(), "job.definition_not_found_or_disabled");
+    assert_eq!(count_jobs(&pool).await, 0);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn an_empty_batch_enqueues_nothing(pool: PgPool) {
+    let enqueued = enqueue_jobs(&pool, &[]).await.unwrap();
+
+    assert!(enqueued.is_empty());
+    assert_eq!(count_jobs(&pool).await, 0);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn keyed_enqueue_retried_with_the_same_request_returns_the_original_job(pool: PgPool) {
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let payload = json!({"to": "ada@example.com"});
+    let request = JobEnqueue::new("emails.send", &payload)
+        .idempotency_key("signup:42:welcome")
+        .priority(3);
+
+    let first = enqueue_job(&pool, &request).await.unwrap();
+    let retry = enqueue_job(&pool, &request).await.unwrap();
+
+    assert!(first.created);
+    assert!(!retry.created);
+    assert_eq!(retry.id, first.id);
+    assert_eq!(retry.status, JobStatus::Pending);
+    assert_eq!(jobs_with_key(&pool, "signup:42:welcome").await, 1);
+    assert_eq!(
+        job(&pool, first.id).await.idempotency_key.as_deref(),
+        Some("signup:42:welcome")
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn keyed_retry_reports_the_current_status_of_the_original_job(pool: PgPool) {
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let payload = json!({"to": "ada@example.com"});
+    let request = JobEnqueue::new("emails.send", &payload).idempotency_key("k-status");
+    let first = enqueue_job(&pool, &request).await.unwrap();
+    claim(&pool, WORKER, 1).await;
+
+    let retry = enqueue_job(&pool, &request).await.unwrap();
+
+    assert_eq!(retry.id, first.id);
+    assert!(!retry.created);
+    assert_eq!(retry.status, JobStatus::Leased);
+    assert_eq!(count_jobs(&pool).await, 1);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn keyed_retry_with_reordered_payload_keys_is_the_same_request(pool: PgPool) {
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let original: Value =
+        serde_json::from_str(r#"{"to": "ada@example.com", "meta": {"x": 1, "y": [1, 2]}}"#)
+            .unwrap();
+    let reordered: Value =
+        serde_json::from_str(r#"{"meta": {"y": [1, 2], "x": 1}, "to": "ada@example.com"}"#)
+            .unwrap();
+
+    let first = enqueue_job(
+        &pool,
+        &JobEnqueue::new("emails.send", &original).idempotency_key("k-reorder"),
+    )
+    .await
+    .unwrap();
+    let retry = enqueue_job(
+        &pool,
+        &JobEnqueue::new("emails.send", &reordered).idempotency_key("k-reorder"),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(retry.id, first.id);
+    assert!(!retry.created);
+    assert_eq!(jobs_with_key(&pool, "k-reorder").await, 1);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn keyed_enqueue_with_a_different_payload_is_an_idempotency_conflict(pool: PgPool) {
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let original = json!({"to": "ada@example.com"});
+    let different = json!({"to": "grace@example.com"});
+    let first = enqueue_job(
+        &pool,
+        &JobEnqueue::new("emails.send", &original).idempotency_key("k-conflict"),
+    )
+    .await
+    .unwrap();
+
+    let err = enqueue_job(
+        &pool,
+        &JobEnqueue::new("emails.send", &different).idempotency_key("k-conflict"),
+    )
+    .await
+    .unwrap_err();
+
+    assert_eq!(err.code(), "job.idempotency_conflict");
+    match err {
+        runledger_engine::postgres::Error::IdempotencyConflict {
+            existing_job_id, ..
+        } => assert_eq!(existing_job_id, first.id),
+        other => panic!("unexpected error {other:?}"),
+    }
+    assert_eq!(jobs_with_key(&pool, "k-conflict").await, 1);
+    assert_eq!(job(&pool, first.id).await.payload, original);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn keyed_enqueue_with_different_settings_under_the_same_key_is_a_conflict(pool: PgPool) {
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let payload = json!({"to": "ada@example.com"});
+    enqueue_job(
+        &pool,
+        &JobEnqueue::new("emails.send", &payload).idempotency_key("k-settings"),
+    )
+    .await
+    .unwrap();
+
+    let err = enqueue_job(
+        &pool,
+        &JobEnqueue::new("emails.send", &payload)
+            .idempotency_key("k-settings")
+            .priority(10),
+    )
+    .await
+    .unwrap_err();
+
+    assert_eq!(err.code(), "job.idempotency_conflict");
+    assert_eq!(count_jobs(&pool).await, 1);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn eight_concurrent_identical_keyed_enqueues_create_exactly_one_job(pool: PgPool) {
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let payload = json!({"to": "ada@example.com", "user": 42});
+                enqueue_job(
+                    &pool,
+                    &JobEnqueue::new("emails.send", &payload).idempotency_key("k-concurrent"),
+                )
+                .await
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for handle in handles {
+        results.push(handle.await.unwrap().unwrap());
+    }
+
+    assert_eq!(results.len(), 8);
+    let ids: HashSet<JobId> = results.iter().map(|job| job.id).collect();
+    assert_eq!(ids.len(), 1, "every caller got the same job");
+    assert_eq!(
+        results.iter().filter(|job| job.created).count(),
+        1,
+        "exactly one caller created it"
+    );
+    assert_eq!(jobs_with_key(&pool, "k-concurrent").await, 1);
+    assert_eq!(count_jobs(&pool).await, 1);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn enqueue_inside_a_rolled_back_transaction_leaves_no_job(pool: PgPool) {
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let payload = json!({"to": "ada@example.com"});
+
+    let mut tx = pool.begin().await.unwrap();
+    let enqueued = enqueue_job(&mut *tx, &JobEnqueue::new("emails.send", &payload))
+        .await
+        .unwrap();
+    // Not visible (nor claimable) outside the transaction before it commits.
+    assert!(claim(&pool, WORKER, 10).await.is_empty());
+    tx.rollback().await.unwrap();
+
+    assert_eq!(get_job_by_id(&pool, enqueued.id).await.unwrap(), None);
+    assert_eq!(count_jobs(&pool).await, 0);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn enqueue_inside_a_committed_transaction_leaves_one_job(pool: PgPool) {
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let payload = json!({"to": "ada@example.com"});
+
+    let mut tx = pool.begin().await.unwrap();
+    let enqueued = enqueue_job(&mut *tx, &JobEnqueue::new("emails.send", &payload))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    assert_eq!(count_jobs(&pool).await, 1);
+    assert_eq!(count_status(&pool, "PENDING").await, 1);
+    assert_eq!(job(&pool, enqueued.id).await.payload, payload);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn enqueue_notifies_the_job_queue_channel_with_the_job_type(pool: PgPool) {
+    assert_eq!(JOB_QUEUE_CHANNEL, "runledger_job_queue");
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let mut listener = PgListener::connect_with(&pool).await.unwrap();
+    listener.listen(JOB_QUEUE_CHANNEL).await.unwrap();
+
+    insert_job(&pool, "emails.send", json!({"to": "ada@example.com"})).await;
+
+    assert_eq!(
+        next_notification_payload(&mut listener).await,
+        "emails.send"
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn delayed_or_rolled_back_enqueues_do_not_notify(pool: PgPool) {
+    define(&pool, "reports.later", DefinitionOpts::default()).await;
+    define(&pool, "reports.rolled_back", DefinitionOpts::default()).await;
+    define(&pool, "reports.now", DefinitionOpts::default()).await;
+    let mut listener = PgListener::connect_with(&pool).await.unwrap();
+    listener.listen(JOB_QUEUE_CHANNEL).await.unwrap();
+    let payload = json!({});
+
+    enqueue_job(
+        &pool,
+        &JobEnqueue::new("reports.later", &payload).run_at(Utc::now() + chrono::Duration::hours(1)),
+    )
+    .await
+    .unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    enqueue_job(&mut *tx, &JobEnqueue::new("reports.rolled_back", &payload))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    insert_job(&pool, "reports.now", payload.clone()).await;
+
+    // Notifications arrive in commit order, so the first one must be the due, committed job.
+    assert_eq!(
+        next_notification_payload(&mut listener).await,
+        "reports.now"
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn keyed_retry_inside_a_batch_resolves_to_the_original_job(pool: PgPool) {
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let keyed = json!({"to": "ada@example.com"});
+    let other = json!({"to": "grace@example.com"});
+    let original = enqueue_job(
+        &pool,
+        &JobEnqueue::new("emails.send", &keyed).idempotency_key("k-batch"),
+    )
+    .await
+    .unwrap();
+
+    let results = enqueue_jobs(
+        &pool,
+        &[
+            JobEnqueue::new("emails.send", &other),
+            JobEnqueue::new("emails.send", &keyed).idempotency_key("k-batch"),
+        ],
+    )
+    .await
+    .unwrap();
+
+    assert!(results[0].created);
+    assert_ne!(results[0].id, original.id);
+    assert!(!results[1].created);
+    assert_eq!(results[1].id, original.id);
+    assert_eq!(count_jobs(&pool).await, 2);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn batch_enqueue_that_fails_with_an_idempotency_conflict_inserts_nothing(pool: PgPool) {
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let original = json!({"to": "ada@example.com"});
+    let changed = json!({"to": "grace@example.com"});
+    let unkeyed = json!({"to": "linus@example.com"});
+    enqueue_job(
+        &pool,
+        &JobEnqueue::new("emails.send", &original).idempotency_key("k-batch-conflict"),
+    )
+    .await
+    .unwrap();
+
+    let err = enqueue_jobs(
+        &pool,
+        &[
+            JobEnqueue::new("emails.send", &unkeyed),
+            JobEnqueue::new("emails.send", &changed).idempotency_key("k-batch-conflict"),
+        ],
+    )
+    .await
+    .unwrap_err();
+
+    assert_eq!(err.code(), "job.idempotency_conflict");
+    // A failed call must not have enqueued part of the batch: a caller that retries (or
+    // gives up) would otherwise run the unkeyed job an unknown number of times.
+    assert_eq!(count_jobs(&pool).await, 1, "only the original job exists");
+}

@@ -1,0 +1,467 @@
+//! The Supervisor with real handlers: outcomes, limits, shutdown, observers, recovery.
+
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use runledger_engine::core::jobs::{JobCompletion, JobFailure, JobStatus};
+use runledger_engine::postgres::jobs::{get_job_by_id, list_job_attempts};
+use runledger_engine::runtime::catalog::JobCatalog;
+use runledger_engine::runtime::observer::{
+    JobFailedEvent, JobLifecycleObserver, JobRunningEvent, JobSucceededEvent,
+};
+use runledger_engine::runtime::{RuntimeError, Supervisor};
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::support::{
+    DefinitionOpts, count_status, define, fast_config, handler, insert_job, wait_for_status,
+};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn start(pool: &PgPool, catalog: &JobCatalog, worker: &str) -> Supervisor {
+    Supervisor::builder(pool, fast_config(worker))
+        .unwrap()
+        .with_catalog(catalog)
+        .build()
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn supervisor_runs_a_job_to_success_and_stores_its_output(pool: PgPool) {
+    let catalog = JobCatalog::new().job(
+        "math.double",
+        handler("math.double", |_, payload| async move {
+            let n = payload["n"].as_i64().unwrap_or_default();
+            Ok(JobCompletion::with_output(json!({ "doubled": n * 2 })))
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    let job = insert_job(&pool, "math.double", json!({"n": 21})).await;
+
+    let supervisor = start(&pool, &catalog, "w-success");
+    wait_for_status(&pool, "SUCCEEDED", 1, WAIT).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    let record = get_job_by_id(&pool, job).await.unwrap().unwrap();
+    assert_eq!(record.status, JobStatus::Succeeded);
+    assert_eq!(record.output, Some(json!({"doubled": 42})));
+    let attempts = list_job_attempts(&pool, job).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].worker_id, "w-success");
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn retryable_failure_is_retried_then_succeeds(pool: PgPool) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&calls);
+    let catalog = JobCatalog::new().job(
+        "flaky",
+        handler("flaky", move |ctx, _| {
+            let seen = Arc::clone(&seen);
+            async move {
+                seen.fetch_add(1, Ordering::SeqCst);
+                if ctx.attempt < 3 {
+                    Err(JobFailure::retryable("flaky.again", "not yet"))
+                } else {
+                    Ok(JobCompletion::success())
+                }
+            }
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    define(
+        &pool,
+        "flaky",
+        DefinitionOpts {
+            max_attempts: 5,
+            retry_base_delay_ms: 1,
+            retry_max_delay_ms: 1,
+            ..DefinitionOpts::default()
+        },
+    )
+    .await;
+    let job = insert_job(&pool, "flaky", json!({})).await;
+
+    let supervisor = start(&pool, &catalog, "w-retry");
+    wait_for_status(&pool, "SUCCEEDED", 1, WAIT).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    let attempts = list_job_attempts(&pool, job).await.unwrap();
+    assert_eq!(attempts.len(), 3);
+    assert_eq!(attempts[0].error_code.as_deref(), Some("flaky.again"));
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn job_failing_every_attempt_is_dead_lettered_after_max_attempts(pool: PgPool) {
+    let catalog = JobCatalog::new().job(
+        "doomed",
+        handler("doomed", |_, _| async {
+            Err::<JobCompletion, _>(JobFailure::retryable("doomed.fail", "always fails"))
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    define(
+        &pool,
+        "doomed",
+        DefinitionOpts {
+            max_attempts: 2,
+            retry_base_delay_ms: 1,
+            retry_max_delay_ms: 1,
+            ..DefinitionOpts::default()
+        },
+    )
+    .await;
+    let job = insert_job(&pool, "doomed", json!({"keep": "me"})).await;
+
+    let supervisor = start(&pool, &catalog, "w-dead");
+    wait_for_status(&pool, "DEAD_LETTERED", 1, WAIT).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    let record = get_job_by_id(&pool, job).await.unwrap().unwrap();
+    assert_eq!(record.attempts_used, 2);
+    assert_eq!(record.payload, json!({"keep": "me"}));
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn handler_exceeding_its_timeout_fails_with_timeout_and_is_retried(pool: PgPool) {
+    let catalog = JobCatalog::new().job(
+        "slow",
+        handler("slow", |ctx, _| async move {
+            if ctx.attempt == 1 {
+                tokio::time::sleep(Duration::from_secs(600)).await;
+            }
+            Ok(JobCompletion::success())
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    runledger_engine::postgres::jobs::upsert_job_definition(
+        &pool,
+        &runledger_engine::postgres::jobs::JobDefinitionUpsert::new("slow")
+            .timeout_seconds(1)
+            .retry_delays_ms(1, 1),
+    )
+    .await
+    .unwrap();
+    let job = insert_job(&pool, "slow", json!({})).await;
+
+    let supervisor = start(&pool, &catalog, "w-timeout");
+    wait_for_status(&pool, "SUCCEEDED", 1, WAIT).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    let attempts = list_job_attempts(&pool, job).await.unwrap();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(
+        attempts[0].failure_kind,
+        Some(runledger_engine::core::jobs::JobFailureKind::Timeout)
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn panicking_job_is_dead_lettered_and_other_jobs_still_run(pool: PgPool) {
+    let catalog = JobCatalog::new()
+        .job(
+            "explode",
+            handler("explode", |_, _| async {
+                if true {
+                    panic!("boom");
+                }
+                Ok(JobCompletion::success())
+            }),
+        )
+        .job(
+            "fine",
+            handler("fine", |_, _| async { Ok(JobCompletion::success()) }),
+        );
+    catalog.sync_definitions(&pool).await.unwrap();
+    let bad = insert_job(&pool, "explode", json!({})).await;
+    for n in 0..20 {
+        insert_job(&pool, "fine", json!({ "n": n })).await;
+    }
+
+    let supervisor = start(&pool, &catalog, "w-panic");
+    wait_for_status(&pool, "SUCCEEDED", 20, WAIT).await;
+    wait_for_status(&pool, "DEAD_LETTERED", 1, WAIT).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    let attempts = list_job_attempts(&pool, bad).await.unwrap();
+    assert_eq!(
+        attempts[0].failure_kind,
+        Some(runledger_engine::core::jobs::JobFailureKind::Panicked)
+    );
+    assert!(
+        attempts[0]
+            .error_message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("boom")
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn running_handlers_never_exceed_max_global_concurrency(pool: PgPool) {
+    let current = Arc::new(AtomicI64::new(0));
+    let peak = Arc::new(AtomicI64::new(0));
+    let (c, p) = (Arc::clone(&current), Arc::clone(&peak));
+    let catalog = JobCatalog::new().job(
+        "bounded",
+        handler("bounded", move |_, _| {
+            let (current, peak) = (Arc::clone(&c), Arc::clone(&p));
+            async move {
+                let now = current.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                current.fetch_sub(1, Ordering::SeqCst);
+                Ok(JobCompletion::success())
+            }
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    let payloads: Vec<_> = (0..200).map(|n| json!({ "n": n })).collect();
+    let requests: Vec<_> = payloads
+        .iter()
+        .map(|p| runledger_engine::postgres::jobs::JobEnqueue::new("bounded", p))
+        .collect();
+    runledger_engine::postgres::jobs::enqueue_jobs(&pool, &requests)
+        .await
+        .unwrap();
+
+    let mut config = fast_config("w-bounded");
+    config.max_global_concurrency = 4;
+    config.claim_batch_size = 16;
+    let supervisor = Supervisor::builder(&pool, config)
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap();
+    wait_for_status(&pool, "SUCCEEDED", 200, WAIT).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    let peak = peak.load(Ordering::SeqCst);
+    assert!(peak <= 4, "peak concurrency {peak} exceeded the limit of 4");
+    assert!(
+        peak >= 2,
+        "expected jobs to run concurrently, peak was {peak}"
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn graceful_shutdown_drains_in_flight_jobs_within_the_deadline(pool: PgPool) {
+    let started = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&started);
+    let catalog = JobCatalog::new().job(
+        "drain",
+        handler("drain", move |_, _| {
+            let seen = Arc::clone(&seen);
+            async move {
+                seen.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                Ok(JobCompletion::success())
+            }
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    for n in 0..3 {
+        insert_job(&pool, "drain", json!({ "n": n })).await;
+    }
+    let supervisor = start(&pool, &catalog, "w-drain");
+    wait_until(|| started.load(Ordering::SeqCst) == 3).await;
+
+    supervisor
+        .shutdown_with_timeout(Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(count_status(&pool, "SUCCEEDED").await, 3);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn shutdown_past_the_deadline_aborts_handlers_and_reports_them(pool: PgPool) {
+    let started = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&started);
+    let catalog = JobCatalog::new().job(
+        "stuck",
+        handler("stuck", move |_, _| {
+            let seen = Arc::clone(&seen);
+            async move {
+                seen.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(600)).await;
+                Ok(JobCompletion::success())
+            }
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    let job = insert_job(&pool, "stuck", json!({})).await;
+    let supervisor = start(&pool, &catalog, "w-stuck");
+    wait_until(|| started.load(Ordering::SeqCst) == 1).await;
+
+    let began = Instant::now();
+    let err = supervisor
+        .shutdown_with_timeout(Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert!(began.elapsed() < Duration::from_secs(10));
+    match err {
+        RuntimeError::ShutdownDeadlineExceeded { aborted_jobs } => {
+            assert_eq!(aborted_jobs, vec![job]);
+        }
+        other => panic!("expected a deadline error, got {other:?}"),
+    }
+    // The job keeps its lease until it expires; the reaper will hand it out again.
+    assert_eq!(count_status(&pool, "LEASED").await, 1);
+}
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<String>>);
+
+impl JobLifecycleObserver for Recorder {
+    fn on_job_running(&self, event: &JobRunningEvent) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("running {}", event.job.job_type));
+    }
+    fn on_job_succeeded(&self, event: &JobSucceededEvent) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("succeeded {}", event.job.job_type));
+    }
+    fn on_job_failed(&self, event: &JobFailedEvent) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("failed {}", event.job.job_type));
+    }
+}
+
+struct SharedRecorder(Arc<Recorder>);
+
+impl JobLifecycleObserver for SharedRecorder {
+    fn on_job_running(&self, event: &JobRunningEvent) {
+        self.0.on_job_running(event);
+    }
+    fn on_job_succeeded(&self, event: &JobSucceededEvent) {
+        self.0.on_job_succeeded(event);
+    }
+    fn on_job_failed(&self, event: &JobFailedEvent) {
+        self.0.on_job_failed(event);
+    }
+}
+
+struct Panicker;
+
+impl JobLifecycleObserver for Panicker {
+    fn on_job_running(&self, _: &JobRunningEvent) {
+        panic!("observer bug");
+    }
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn observers_see_running_before_the_terminal_event_and_panics_are_isolated(pool: PgPool) {
+    let catalog = JobCatalog::new()
+        .job(
+            "ok",
+            handler("ok", |_, _| async { Ok(JobCompletion::success()) }),
+        )
+        .job(
+            "bad",
+            handler("bad", |_, _| async {
+                Err::<JobCompletion, _>(JobFailure::terminal("bad.input", "rejected"))
+            }),
+        );
+    catalog.sync_definitions(&pool).await.unwrap();
+    insert_job(&pool, "ok", json!({})).await;
+    insert_job(&pool, "bad", json!({})).await;
+
+    let recorder = Arc::new(Recorder::default());
+    let supervisor = Supervisor::builder(&pool, fast_config("w-observed"))
+        .unwrap()
+        .with_catalog(&catalog)
+        .with_job_lifecycle_observer(Panicker)
+        .with_job_lifecycle_observer(SharedRecorder(Arc::clone(&recorder)))
+        .build()
+        .unwrap();
+    wait_for_status(&pool, "SUCCEEDED", 1, WAIT).await;
+    wait_for_status(&pool, "DEAD_LETTERED", 1, WAIT).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    let events = recorder.0.lock().unwrap().clone();
+    for job_type in ["ok", "bad"] {
+        let running = events
+            .iter()
+            .position(|e| e == &format!("running {job_type}"));
+        let terminal = events.iter().position(|e| {
+            e == &format!("succeeded {job_type}") || e == &format!("failed {job_type}")
+        });
+        assert!(
+            matches!((running, terminal), (Some(r), Some(t)) if r < t),
+            "{job_type}: {events:?}"
+        );
+    }
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn notification_wakes_an_idle_worker_long_before_its_poll_interval(pool: PgPool) {
+    let catalog = JobCatalog::new().job(
+        "wake",
+        handler("wake", |_, _| async { Ok(JobCompletion::success()) }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    let mut config = fast_config("w-listen");
+    config.poll_interval = Duration::from_secs(3_600);
+    let supervisor = Supervisor::builder(&pool, config)
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap();
+    // Let the worker finish its first (empty) claim and go idle on LISTEN.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    insert_job(&pool, "wake", json!({})).await;
+    // With an hour-long poll interval only the notification can deliver this job in time.
+    wait_for_status(&pool, "SUCCEEDED", 1, Duration::from_secs(20)).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn builder_rejects_an_empty_registry_and_an_invalid_catalog(pool: PgPool) {
+    let err = Supervisor::builder(&pool, fast_config("w"))
+        .unwrap()
+        .build()
+        .unwrap_err();
+    assert_eq!(err.code(), "runtime.no_handlers");
+
+    let catalog = JobCatalog::new()
+        .job(
+            "a",
+            handler("a", |_, _| async { Ok(JobCompletion::success()) }),
+        )
+        .job(
+            "a",
+            handler("a", |_, _| async { Ok(JobCompletion::success()) }),
+        );
+    let err = Supervisor::builder(&pool, fast_config("w"))
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.code(), "catalog.duplicate_job_type");
+
+    let err = Supervisor::builder(
+        &pool,
+        runledger_engine::runtime::config::JobsConfig::from_lookup(|name| {
+            (name == "JOBS_POLL_INTERVAL_MS").then(|| "soon".to_owned())
+        }),
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), "config.invalid_env_var");
+}
+
+async fn wait_until(condition: impl Fn() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !condition() {
+        assert!(Instant::now() < deadline, "condition not reached in time");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
