@@ -465,3 +465,90 @@ async fn wait_until(condition: impl Fn() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+struct SetOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[derive(Default)]
+struct LeaseLostRecorder(Mutex<Vec<runledger_engine::core::jobs::JobId>>);
+
+struct SharedLeaseLost(Arc<LeaseLostRecorder>);
+
+impl JobLifecycleObserver for SharedLeaseLost {
+    fn on_job_lease_lost(&self, event: &runledger_engine::runtime::JobLeaseLostEvent) {
+        self.0.0.lock().unwrap().push(event.job.job_id);
+    }
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_lost_lease_stops_the_handler_and_is_reported(pool: PgPool) {
+    let started = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (seen, flag) = (Arc::clone(&started), Arc::clone(&dropped));
+    let catalog = JobCatalog::new().job(
+        "hold",
+        handler("hold", move |_, _| {
+            let (seen, guard) = (Arc::clone(&seen), SetOnDrop(Arc::clone(&flag)));
+            async move {
+                let _guard = guard;
+                seen.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(600)).await;
+                Ok(JobCompletion::success())
+            }
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    let job = insert_job(&pool, "hold", json!({})).await;
+    let lost = Arc::new(LeaseLostRecorder::default());
+    let supervisor = Supervisor::builder(&pool, fast_config("w-loser"))
+        .unwrap()
+        .with_catalog(&catalog)
+        .with_job_lifecycle_observer(SharedLeaseLost(Arc::clone(&lost)))
+        .build()
+        .unwrap();
+    wait_until(|| started.load(Ordering::SeqCst) == 1).await;
+
+    // Another worker now owns the lease (as after a reap and a re-claim elsewhere).
+    sqlx::query("UPDATE runledger.job_queue SET worker_id = 'thief' WHERE id = $1")
+        .bind(job.0)
+        .execute(&pool)
+        .await
+        .unwrap();
+    wait_until(|| dropped.load(Ordering::SeqCst)).await;
+    wait_until(|| !lost.0.lock().unwrap().is_empty()).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    assert_eq!(*lost.0.lock().unwrap(), vec![job]);
+    let record = get_job_by_id(&pool, job).await.unwrap().unwrap();
+    assert_eq!(
+        record.worker_id.as_deref(),
+        Some("thief"),
+        "the loser wrote nothing"
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn worker_claims_only_the_job_types_it_has_handlers_for(pool: PgPool) {
+    let catalog = JobCatalog::new().job(
+        "mine",
+        handler("mine", |_, _| async { Ok(JobCompletion::success()) }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    define(&pool, "someone.else", DefinitionOpts::default()).await;
+    let foreign = insert_job(&pool, "someone.else", json!({})).await;
+    for n in 0..5 {
+        insert_job(&pool, "mine", json!({ "n": n })).await;
+    }
+    let supervisor = start(&pool, &catalog, "w-picky");
+    wait_for_status(&pool, "SUCCEEDED", 5, WAIT).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    let record = get_job_by_id(&pool, foreign).await.unwrap().unwrap();
+    assert_eq!(record.status, JobStatus::Pending);
+    assert_eq!(record.attempt, 0);
+}

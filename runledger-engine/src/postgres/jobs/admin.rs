@@ -58,19 +58,30 @@ pub async fn cancel_job<'e>(executor: impl PgExecutor<'e>, job_id: JobId) -> Res
     )
     .fetch_optional(executor)
     .await?;
-    let Some(row) = row else {
-        return Err(Error::JobNotFound { job_id });
-    };
-    if row.canceled {
-        Ok(())
-    } else if row.in_workflow {
-        Err(Error::WorkflowCancelNotSupported { job_id })
-    } else {
-        Err(Error::InvalidJobState {
+    transition_result(
+        job_id,
+        row.map(|r| (r.status, r.in_workflow, r.canceled)),
+        "canceled",
+        Error::WorkflowCancelNotSupported { job_id },
+    )
+}
+
+/// Turns the outcome of a guarded operator transition into the caller's result.
+fn transition_result(
+    job_id: JobId,
+    found: Option<(JobStatus, bool, bool)>,
+    operation: &'static str,
+    workflow_error: Error,
+) -> Result<()> {
+    match found {
+        None => Err(Error::JobNotFound { job_id }),
+        Some((_, _, true)) => Ok(()),
+        Some((_, true, false)) => Err(workflow_error),
+        Some((status, false, false)) => Err(Error::InvalidJobState {
             job_id,
-            status: row.status,
-            operation: "canceled",
-        })
+            status,
+            operation,
+        }),
     }
 }
 
@@ -112,20 +123,12 @@ pub async fn requeue_job<'e>(executor: impl PgExecutor<'e>, job_id: JobId) -> Re
     )
     .fetch_optional(executor)
     .await?;
-    let Some(row) = row else {
-        return Err(Error::JobNotFound { job_id });
-    };
-    if row.requeued {
-        Ok(())
-    } else if row.in_workflow {
-        Err(Error::WorkflowRequeueNotSupported { job_id })
-    } else {
-        Err(Error::InvalidJobState {
-            job_id,
-            status: row.status,
-            operation: "requeued",
-        })
-    }
+    transition_result(
+        job_id,
+        row.map(|r| (r.status, r.in_workflow, r.requeued)),
+        "requeued",
+        Error::WorkflowRequeueNotSupported { job_id },
+    )
 }
 
 /// A lease the reaper took back.
