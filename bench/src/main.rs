@@ -104,6 +104,7 @@ async fn main() -> Result<(), BoxError> {
     let single = enqueue_single(&pool, &options).await?;
     let batch = enqueue_batch(&pool, &options).await?;
     let (p50, p99) = pickup_latency(&pool, &options).await?;
+    let (fan_out, plain) = fan_out_fan_in(&pool, &options).await?;
 
     println!();
     println!("| measure | value | ratio to ceiling |");
@@ -127,8 +128,85 @@ async fn main() -> Result<(), BoxError> {
         p50.as_secs_f64() * 1e3,
         p99.as_secs_f64() * 1e3
     );
+    println!(
+        "| workflow 1 -> {FAN_OUT} -> 1 no-op steps | {:.0} ms | |",
+        fan_out.as_secs_f64() * 1e3
+    );
+    println!(
+        "| {} plain no-op jobs, same worker | {:.0} ms | |",
+        FAN_OUT + 2,
+        plain.as_secs_f64() * 1e3
+    );
     pool.close().await;
     Ok(())
+}
+
+const FAN_OUT: usize = 1_000;
+
+/// Time to finish a 1 -> 1,000 -> 1 workflow of no-op steps, against 1,002 plain no-op jobs
+/// through the same worker, both measured from enqueue to the last completion.
+async fn fan_out_fan_in(
+    pool: &PgPool,
+    options: &Options,
+) -> Result<(Duration, Duration), BoxError> {
+    use runledger_engine::core::jobs::WorkflowDagBuilder;
+    use runledger_engine::postgres::jobs::{WorkflowRunWaitOptions, enqueue_workflow_run_handle};
+
+    reset(pool).await?;
+    let mut registry = JobRegistry::new();
+    registry.register(Noop { started: None })?;
+    let supervisor = Supervisor::builder(pool, bench_config(options, Duration::from_millis(100)))?
+        .with_registry(registry)
+        .build()?;
+
+    let meta = json!({});
+    let payload = json!({});
+    let keys: Vec<String> = (0..FAN_OUT).map(|n| format!("mid-{n}")).collect();
+    let mut builder = WorkflowDagBuilder::new("bench.fan", &meta)
+        .job("start", JOB_TYPE, &payload)?
+        .job("end", JOB_TYPE, &payload)?
+        .result_step("end")?;
+    for key in &keys {
+        builder = builder
+            .job(key, JOB_TYPE, &payload)?
+            .after_success(key, ["start"])?;
+    }
+    builder = builder.after_success("end", keys.iter().map(String::as_str))?;
+    let run = builder.build()?;
+    let begun = Instant::now();
+    let handle = enqueue_workflow_run_handle(pool, &run).await?;
+    handle
+        .get_result(WorkflowRunWaitOptions {
+            timeout: Some(Duration::from_secs(300)),
+            poll_interval: Duration::from_millis(50),
+        })
+        .await
+        .or_else(|err| match err.code() {
+            "workflow.result_missing" => Ok(Value::Null),
+            _ => Err(err),
+        })?;
+    let fan_out = begun.elapsed();
+    println!("fan-out/fan-in: {:.0} ms", fan_out.as_secs_f64() * 1e3);
+
+    let begun = Instant::now();
+    fill(pool, FAN_OUT + 2).await?;
+    loop {
+        let busy: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM runledger.job_queue WHERE status IN ('PENDING', 'LEASED'))",
+        )
+        .fetch_one(pool)
+        .await?;
+        if !busy {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let plain = begun.elapsed();
+    println!("plain jobs: {:.0} ms", plain.as_secs_f64() * 1e3);
+    supervisor
+        .shutdown_with_timeout(Duration::from_secs(30))
+        .await?;
+    Ok((fan_out, plain))
 }
 
 async fn fresh_database(url: &str, connections: u32) -> Result<PgPool, BoxError> {

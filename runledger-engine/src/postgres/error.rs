@@ -2,7 +2,9 @@
 
 use std::fmt;
 
-use crate::core::jobs::{IdentifierError, JobId, JobStatus};
+use crate::core::jobs::{
+    IdentifierError, JobId, JobStatus, WorkflowRunId, WorkflowValidationError,
+};
 
 /// Result alias for persistence calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -164,6 +166,45 @@ pub enum Error {
         /// The job type.
         job_type: String,
     },
+    /// A workflow request is invalid (empty, duplicate keys, unknown prerequisite, cycle, …).
+    #[error("invalid workflow: {0}")]
+    InvalidWorkflow(#[from] WorkflowValidationError),
+    /// The workflow idempotency key is already used by a different request.
+    #[error(
+        "idempotency key `{idempotency_key}` was already used for a different workflow request"
+    )]
+    WorkflowIdempotencyConflict {
+        /// The key.
+        idempotency_key: String,
+        /// The run created by the original request.
+        existing_run_id: WorkflowRunId,
+    },
+    /// The run does not exist, or not in the caller's scope.
+    #[error("workflow run {run_id} not found")]
+    WorkflowRunNotFound {
+        /// The requested run.
+        run_id: WorkflowRunId,
+    },
+    /// The run already finished and cannot be canceled.
+    #[error("workflow run {run_id} already finished")]
+    WorkflowRunNotCancelable {
+        /// The run.
+        run_id: WorkflowRunId,
+    },
+    /// An external step completion was refused; `code` says why.
+    #[error("external step `{step_key}` cannot be completed ({code})")]
+    ExternalStep {
+        /// Stable code (`workflow.external_step_conflicting_completion_retry`, …).
+        code: &'static str,
+        /// The step.
+        step_key: String,
+    },
+    /// A step asked for the output of a step that is not one of its prerequisites.
+    #[error("step `{step_key}` is not a prerequisite of this step")]
+    NotAPrerequisite {
+        /// The requested step.
+        step_key: String,
+    },
     /// A row held a value this version cannot interpret.
     #[error("stored data could not be read")]
     CorruptRow {
@@ -199,6 +240,12 @@ impl Error {
             Self::WorkflowRequeueNotSupported { .. } => "job.workflow_requeue_not_supported",
             Self::WorkflowCancelNotSupported { .. } => "job.workflow_cancel_not_supported",
             Self::ActiveScheduleExists { .. } => "job_definition.active_schedule_exists",
+            Self::InvalidWorkflow(err) => err.code(),
+            Self::WorkflowIdempotencyConflict { .. } => "workflow.idempotency_conflict",
+            Self::WorkflowRunNotFound { .. } => "workflow.run_not_found",
+            Self::WorkflowRunNotCancelable { .. } => "workflow.run_not_cancelable",
+            Self::ExternalStep { code, .. } => code,
+            Self::NotAPrerequisite { .. } => "workflow.not_a_prerequisite",
             Self::CorruptRow { .. } => "storage.corrupt_row",
             Self::Query(err) if err.is_connection_error() => "storage.unavailable",
             Self::Query(_) => "storage.query_failed",
@@ -208,15 +255,23 @@ impl Error {
     /// The broad class of the error.
     pub fn category(&self) -> ErrorCategory {
         match self {
-            Self::InvalidIdentifier(_) | Self::InvalidInput { .. } => ErrorCategory::Validation,
-            Self::DefinitionNotFound { .. } | Self::JobNotFound { .. } => ErrorCategory::NotFound,
+            Self::InvalidIdentifier(_) | Self::InvalidInput { .. } | Self::InvalidWorkflow(_) => {
+                ErrorCategory::Validation
+            }
+            Self::DefinitionNotFound { .. }
+            | Self::JobNotFound { .. }
+            | Self::WorkflowRunNotFound { .. } => ErrorCategory::NotFound,
+            Self::NotAPrerequisite { .. } => ErrorCategory::Validation,
             Self::DefinitionNotFoundOrDisabled { .. }
             | Self::IdempotencyConflict { .. }
             | Self::LeaseOwnerMismatch { .. }
             | Self::InvalidJobState { .. }
             | Self::WorkflowRequeueNotSupported { .. }
             | Self::WorkflowCancelNotSupported { .. }
-            | Self::ActiveScheduleExists { .. } => ErrorCategory::Conflict,
+            | Self::ActiveScheduleExists { .. }
+            | Self::WorkflowIdempotencyConflict { .. }
+            | Self::WorkflowRunNotCancelable { .. }
+            | Self::ExternalStep { .. } => ErrorCategory::Conflict,
             Self::CorruptRow { .. } | Self::Query(_) => ErrorCategory::Storage,
         }
     }

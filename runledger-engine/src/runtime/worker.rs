@@ -14,10 +14,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::core::jobs::{JobCompletion, JobFailure, JobFailureKind, JobId, JobStatus};
+use crate::core::jobs::{
+    JobCompletion, JobFailure, JobFailureKind, JobId, JobStatus, StepOutputError, StepOutputReader,
+    StepOutputs, WorkflowStepId,
+};
 use crate::postgres::jobs::{
     ClaimRequest, ClaimedJob, JOB_QUEUE_CHANNEL, JobSuccess, claim_jobs, complete_job_failure,
-    complete_jobs_success, get_job_by_id, heartbeat_jobs,
+    complete_jobs_success, get_job_by_id, get_prerequisite_output, heartbeat_jobs,
 };
 use crate::runtime::config::{JobsConfig, JobsConfigError};
 use crate::runtime::error::RuntimeLoopExit;
@@ -469,7 +472,9 @@ impl Inner {
             }));
         let started = Instant::now();
         let outcome = match self.registry.get(&job.job_type) {
-            Some(handler) => run_handler(Arc::clone(handler), job, &lost, &hard_stop).await,
+            Some(handler) => {
+                run_handler(Arc::clone(handler), job, &self.pool, &lost, &hard_stop).await
+            }
             // Only registered types are claimed; a missing handler means the registry changed.
             None => Outcome::Failure(JobFailure::terminal(
                 "job.handler_not_registered",
@@ -721,10 +726,17 @@ impl Inner {
 async fn run_handler(
     handler: Arc<dyn JobHandler>,
     job: ClaimedJob,
+    pool: &PgPool,
     lost: &CancellationToken,
     hard_stop: &CancellationToken,
 ) -> Outcome {
-    let context = job.context();
+    let mut context = job.context();
+    if let Some(step_id) = job.workflow_step_id {
+        context.step_outputs = Some(StepOutputs(Arc::new(PgStepOutputs {
+            pool: pool.clone(),
+            step_id,
+        })));
+    }
     let timeout = Duration::from_secs(u64::try_from(job.timeout_seconds).unwrap_or(1));
     let mut task = tokio::spawn(async move { handler.execute(context, job.payload).await });
     let outcome = tokio::select! {
@@ -751,6 +763,27 @@ async fn run_handler(
     };
     task.abort();
     outcome
+}
+
+/// Reads prerequisite outputs of one workflow step from the database.
+struct PgStepOutputs {
+    pool: PgPool,
+    step_id: WorkflowStepId,
+}
+
+#[async_trait::async_trait]
+impl StepOutputReader for PgStepOutputs {
+    async fn prerequisite_output(
+        &self,
+        step_key: &str,
+    ) -> Result<Option<serde_json::Value>, StepOutputError> {
+        get_prerequisite_output(&self.pool, self.step_id, step_key)
+            .await
+            .map_err(|err| StepOutputError {
+                code: err.code(),
+                message: err.to_string(),
+            })
+    }
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

@@ -15,3 +15,4 @@ mod reads;
 mod recovery;
 mod runtime;
 mod schema;
+mod workflows;

@@ -1,5 +1,6 @@
 //! What a handler receives and returns.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -37,6 +38,10 @@ pub struct JobContext {
     pub workflow_run_id: Option<WorkflowRunId>,
     /// The workflow step, when the job is a workflow step.
     pub workflow_step_id: Option<WorkflowStepId>,
+    /// The workflow step's key, when the job is a workflow step.
+    pub workflow_step_key: Option<String>,
+    /// Reads prerequisite outputs; set by the runtime for workflow steps.
+    pub step_outputs: Option<StepOutputs>,
 }
 
 impl JobContext {
@@ -58,6 +63,8 @@ impl JobContext {
             lease_expires_at: None,
             workflow_run_id: None,
             workflow_step_id: None,
+            workflow_step_key: None,
+            step_outputs: None,
         }
     }
 
@@ -65,6 +72,52 @@ impl JobContext {
     pub fn is_last_attempt(&self) -> bool {
         self.attempt >= self.max_attempts
     }
+
+    /// The stored output of `step_key`, one of this workflow step's prerequisites: `None` when
+    /// it finished without output (or did not succeed). Reading a step that is not a
+    /// prerequisite fails with `workflow.not_a_prerequisite`; calling it outside a workflow
+    /// step with `workflow.not_a_workflow_step`.
+    pub async fn prerequisite_output(
+        &self,
+        step_key: &str,
+    ) -> Result<Option<Value>, StepOutputError> {
+        match &self.step_outputs {
+            Some(outputs) => outputs.0.prerequisite_output(step_key).await,
+            None => Err(StepOutputError {
+                code: "workflow.not_a_workflow_step",
+                message: "this job is not a workflow step".to_owned(),
+            }),
+        }
+    }
+}
+
+/// Reads the stored outputs of a workflow step's prerequisites (implemented by the runtime on
+/// top of the database).
+#[async_trait::async_trait]
+pub trait StepOutputReader: Send + Sync + 'static {
+    /// The output of prerequisite `step_key`.
+    async fn prerequisite_output(&self, step_key: &str) -> Result<Option<Value>, StepOutputError>;
+}
+
+/// A shared [`StepOutputReader`].
+#[derive(Clone)]
+pub struct StepOutputs(pub Arc<dyn StepOutputReader>);
+
+impl std::fmt::Debug for StepOutputs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StepOutputs")
+    }
+}
+
+/// Why a prerequisite output could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StepOutputError {
+    /// Stable code: `workflow.not_a_prerequisite`, `workflow.not_a_workflow_step`, or a
+    /// storage code.
+    pub code: &'static str,
+    /// What happened.
+    pub message: String,
 }
 
 /// A successful result, optionally with a compact JSON output stored on the job.

@@ -4,11 +4,20 @@ mod handler;
 mod identifiers;
 mod ids;
 mod status;
+mod workflow;
 
-pub use handler::{JobCompletion, JobContext, JobFailure, JobHandler, JobProgressUpdate};
+pub use handler::{
+    JobCompletion, JobContext, JobFailure, JobHandler, JobProgressUpdate, StepOutputError,
+    StepOutputReader, StepOutputs,
+};
 pub use identifiers::{IdentifierError, JobType, MAX_IDENTIFIER_CHARS, StepKey, WorkflowType};
 pub use ids::{JobId, JobScheduleId, WorkflowRunId, WorkflowStepId};
 pub use status::{
     JobAttemptOutcome, JobEventType, JobFailureKind, JobStatus, UnknownStatus, WorkflowRunStatus,
     WorkflowStepStatus,
+};
+pub use workflow::{
+    WorkflowDagBuilder, WorkflowDependencyCondition, WorkflowRunEnqueue, WorkflowRunEnqueueBuilder,
+    WorkflowStepDependency, WorkflowStepEnqueue, WorkflowStepEnqueueBuilder, WorkflowStepKind,
+    WorkflowValidationError,
 };

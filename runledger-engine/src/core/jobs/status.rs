@@ -16,7 +16,10 @@ pub struct UnknownStatus {
 macro_rules! status_enum {
     ($(#[$meta:meta])* $name:ident, $kind:literal { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize,
+            serde::Deserialize,
+        )]
         #[non_exhaustive]
         pub enum $name {
             $($(#[$vmeta])* #[serde(rename = $text)] $variant,)+

@@ -88,6 +88,8 @@ pub struct ClaimedJob {
     pub workflow_run_id: Option<WorkflowRunId>,
     /// The workflow step, when the job is a workflow step.
     pub workflow_step_id: Option<WorkflowStepId>,
+    /// The workflow step's key, when the job is a workflow step.
+    pub workflow_step_key: Option<String>,
 }
 
 impl ClaimedJob {
@@ -113,6 +115,9 @@ impl ClaimedJob {
         context.lease_expires_at = Some(self.lease_expires_at);
         context.workflow_run_id = self.workflow_run_id;
         context.workflow_step_id = self.workflow_step_id;
+        context
+            .workflow_step_key
+            .clone_from(&self.workflow_step_key);
         context
     }
 }
@@ -192,7 +197,10 @@ pub async fn claim_jobs<'e>(
                worker_id AS "worker_id!",
                lease_expires_at AS "lease_expires_at!",
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
-               workflow_step_id AS "workflow_step_id: WorkflowStepId"
+               workflow_step_id AS "workflow_step_id: WorkflowStepId",
+               CASE WHEN workflow_step_id IS NOT NULL THEN (
+                   SELECT s.step_key FROM runledger.workflow_steps s WHERE s.id = workflow_step_id
+               ) END AS workflow_step_key
         FROM leased
         ORDER BY priority DESC, next_run_at, id
         "#,

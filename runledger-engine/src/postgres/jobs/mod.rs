@@ -5,8 +5,10 @@
 mod admin;
 mod definitions;
 mod enqueue;
+mod handles;
 mod lease;
 mod reads;
+mod workflows;
 
 pub use admin::{ReapedLease, cancel_job, reap_expired_leases, requeue_job};
 pub use definitions::{
@@ -23,6 +25,17 @@ pub use lease::{
 pub use reads::{
     DeadLetterListFilter, JobAttempt, JobDeadLetter, JobEvent, JobListFilter, JobPage, JobRecord,
     MAX_PAGE_SIZE, get_job_by_id, list_dead_letters, list_job_attempts, list_job_events, list_jobs,
+};
+
+pub use handles::{
+    DEFAULT_RESULT_POLL_INTERVAL, DEFAULT_RESULT_WAIT, WorkflowRunHandle, WorkflowRunHandleError,
+    WorkflowRunWaitOptions, enqueue_workflow_run_handle,
+};
+pub use workflows::{
+    CompleteExternalWorkflowStepInput, EnqueuedWorkflowRun, ExternalStepCompletion,
+    WORKFLOW_RUN_CHANNEL, WorkflowRunHandleScope, WorkflowRunRecord, WorkflowStepRecord,
+    cancel_workflow_run, complete_external_workflow_step, enqueue_workflow_run,
+    get_prerequisite_output, get_workflow_run, list_workflow_steps,
 };
 
 /// The PostgreSQL channel that enqueue notifies (payload: the job type) when claimable jobs

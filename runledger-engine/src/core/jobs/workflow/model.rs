@@ -1,0 +1,429 @@
+//! The validated shape of a workflow run request: what the builders produce and what
+//! `enqueue_workflow_run` persists.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::core::jobs::{IdentifierError, JobType, StepKey, WorkflowType};
+
+/// How a dependent step waits on one prerequisite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkflowDependencyCondition {
+    /// Released only if the prerequisite succeeded; otherwise the dependent is canceled with
+    /// `workflow.dependency_unsatisfied`.
+    Success,
+    /// Released once the prerequisite is terminal, whatever its outcome.
+    Terminal,
+}
+
+impl WorkflowDependencyCondition {
+    /// The value stored in `workflow_step_dependencies.condition`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "SUCCESS",
+            Self::Terminal => "TERMINAL",
+        }
+    }
+}
+
+/// One dependency edge: this step waits on `prerequisite`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowStepDependency<'a> {
+    /// The step that must finish first.
+    pub prerequisite: StepKey<'a>,
+    /// What its outcome must be.
+    pub condition: WorkflowDependencyCondition,
+}
+
+/// What a step does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkflowStepKind {
+    /// Runs a job of `job_type` with `payload`.
+    Job,
+    /// Waits until completed from outside with `complete_external_workflow_step`.
+    External,
+}
+
+impl WorkflowStepKind {
+    /// The value stored in `workflow_steps.step_kind`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Job => "JOB",
+            Self::External => "EXTERNAL",
+        }
+    }
+}
+
+/// One step of a workflow run request.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct WorkflowStepEnqueue<'a> {
+    /// Unique key of the step within the run.
+    pub step_key: StepKey<'a>,
+    /// Job or external gate.
+    pub kind: WorkflowStepKind,
+    /// The job type (job steps only).
+    pub job_type: Option<JobType<'a>>,
+    /// The job payload (job steps only; `{}` for external steps).
+    pub payload: Cow<'a, Value>,
+    /// Job priority override.
+    pub priority: Option<i32>,
+    /// Job attempts override (positive).
+    pub max_attempts: Option<i32>,
+    /// Job timeout override (positive).
+    pub timeout_seconds: Option<i32>,
+    /// Free-form stage label for grouping in views.
+    pub stage: Option<Cow<'a, str>>,
+    /// Organization of the step's job (defaults to the run's).
+    pub organization_id: Option<Uuid>,
+    /// Free-form step metadata.
+    pub metadata: Cow<'a, Value>,
+    /// Prerequisites.
+    pub dependencies: Vec<WorkflowStepDependency<'a>>,
+}
+
+impl<'a> WorkflowStepEnqueue<'a> {
+    /// A job step with no settings and no dependencies.
+    pub fn job(step_key: StepKey<'a>, job_type: JobType<'a>, payload: Cow<'a, Value>) -> Self {
+        Self {
+            step_key,
+            kind: WorkflowStepKind::Job,
+            job_type: Some(job_type),
+            payload,
+            priority: None,
+            max_attempts: None,
+            timeout_seconds: None,
+            stage: None,
+            organization_id: None,
+            metadata: Cow::Owned(json!({})),
+            dependencies: Vec::new(),
+        }
+    }
+
+    /// An external step with no dependencies.
+    pub fn external(step_key: StepKey<'a>) -> Self {
+        Self {
+            step_key,
+            kind: WorkflowStepKind::External,
+            job_type: None,
+            payload: Cow::Owned(json!({})),
+            priority: None,
+            max_attempts: None,
+            timeout_seconds: None,
+            stage: None,
+            organization_id: None,
+            metadata: Cow::Owned(json!({})),
+            dependencies: Vec::new(),
+        }
+    }
+}
+
+/// A validated request to start one workflow run.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct WorkflowRunEnqueue<'a> {
+    /// The workflow type.
+    pub workflow_type: WorkflowType<'a>,
+    /// Owning organization, if any.
+    pub organization_id: Option<Uuid>,
+    /// Free-form run metadata.
+    pub metadata: Cow<'a, Value>,
+    /// Deduplication key: a retry with the same request returns the original run.
+    pub idempotency_key: Option<Cow<'a, str>>,
+    /// The step whose output becomes the run's result.
+    pub result_step: Option<StepKey<'a>>,
+    /// Who asked for the run.
+    pub created_by_user_id: Option<Uuid>,
+    /// The steps, in declaration order.
+    pub steps: Vec<WorkflowStepEnqueue<'a>>,
+}
+
+/// Why a workflow request is invalid. Each variant has a stable [`code`](Self::code).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkflowValidationError {
+    /// An identifier is blank or too long.
+    #[error(transparent)]
+    InvalidIdentifier(#[from] IdentifierError),
+    /// The run has no steps.
+    #[error("a workflow needs at least one step")]
+    EmptyWorkflow,
+    /// Two steps share a key.
+    #[error("step key `{step_key}` is used twice")]
+    DuplicateStepKey {
+        /// The key.
+        step_key: String,
+    },
+    /// A dependency names a step that is not in the run.
+    #[error("step `{step_key}` depends on unknown step `{prerequisite}`")]
+    UnknownPrerequisite {
+        /// The dependent step.
+        step_key: String,
+        /// The missing prerequisite.
+        prerequisite: String,
+    },
+    /// An edge was declared on a step that is not in the run.
+    #[error("unknown step `{step_key}`")]
+    UnknownStep {
+        /// The key.
+        step_key: String,
+    },
+    /// A step depends on itself.
+    #[error("step `{step_key}` depends on itself")]
+    SelfDependency {
+        /// The key.
+        step_key: String,
+    },
+    /// The same edge is declared twice.
+    #[error("step `{step_key}` depends on `{prerequisite}` more than once")]
+    DuplicateDependency {
+        /// The dependent step.
+        step_key: String,
+        /// The repeated prerequisite.
+        prerequisite: String,
+    },
+    /// The dependencies form a cycle.
+    #[error("the dependencies form a cycle through `{step_key}`")]
+    Cycle {
+        /// A step on the cycle.
+        step_key: String,
+    },
+    /// An external step carries job settings (type, payload, priority, attempts, timeout).
+    #[error("external step `{step_key}` cannot carry job settings")]
+    ExternalStepWithJobSettings {
+        /// The key.
+        step_key: String,
+    },
+    /// A job step has no job type.
+    #[error("job step `{step_key}` has no job type")]
+    MissingJobType {
+        /// The key.
+        step_key: String,
+    },
+    /// A job setting is out of range.
+    #[error("step `{step_key}`: {field} must be positive")]
+    InvalidJobSetting {
+        /// The key.
+        step_key: String,
+        /// The field.
+        field: &'static str,
+    },
+    /// The idempotency key is blank or too long.
+    #[error("the idempotency key must be 1 to 255 characters and not blank")]
+    InvalidIdempotencyKey,
+    /// The declared result step is not in the run.
+    #[error("result step `{step_key}` is not a step of the workflow")]
+    UnknownResultStep {
+        /// The key.
+        step_key: String,
+    },
+}
+
+impl WorkflowValidationError {
+    /// Stable error code, e.g. `workflow.cycle`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidIdentifier(err) => err.code(),
+            Self::EmptyWorkflow => "workflow.empty",
+            Self::DuplicateStepKey { .. } => "workflow.duplicate_step_key",
+            Self::UnknownPrerequisite { .. } => "workflow.unknown_prerequisite",
+            Self::UnknownStep { .. } => "workflow.unknown_step",
+            Self::SelfDependency { .. } => "workflow.self_dependency",
+            Self::DuplicateDependency { .. } => "workflow.duplicate_dependency",
+            Self::Cycle { .. } => "workflow.cycle",
+            Self::ExternalStepWithJobSettings { .. } => "workflow.external_step_job_settings",
+            Self::MissingJobType { .. } => "workflow.missing_job_type",
+            Self::InvalidJobSetting { .. } => "workflow.invalid_job_setting",
+            Self::InvalidIdempotencyKey => "workflow.invalid_idempotency_key",
+            Self::UnknownResultStep { .. } => "workflow.unknown_result_step",
+        }
+    }
+}
+
+impl WorkflowRunEnqueue<'_> {
+    /// Checks the whole request: identifiers, step settings, edges, acyclicity, result step.
+    pub fn validate(&self) -> Result<(), WorkflowValidationError> {
+        self.workflow_type.validate()?;
+        if let Some(key) = &self.idempotency_key
+            && (key.trim().is_empty() || key.chars().count() > 255)
+        {
+            return Err(WorkflowValidationError::InvalidIdempotencyKey);
+        }
+        if self.steps.is_empty() {
+            return Err(WorkflowValidationError::EmptyWorkflow);
+        }
+        let mut keys = BTreeSet::new();
+        for step in &self.steps {
+            step.validate()?;
+            if !keys.insert(step.step_key.as_str()) {
+                return Err(WorkflowValidationError::DuplicateStepKey {
+                    step_key: step.step_key.to_string(),
+                });
+            }
+        }
+        for step in &self.steps {
+            let mut seen = BTreeSet::new();
+            for dependency in &step.dependencies {
+                let prerequisite = dependency.prerequisite.as_str();
+                if prerequisite == step.step_key.as_str() {
+                    return Err(WorkflowValidationError::SelfDependency {
+                        step_key: step.step_key.to_string(),
+                    });
+                }
+                if !keys.contains(prerequisite) {
+                    return Err(WorkflowValidationError::UnknownPrerequisite {
+                        step_key: step.step_key.to_string(),
+                        prerequisite: prerequisite.to_owned(),
+                    });
+                }
+                if !seen.insert(prerequisite) {
+                    return Err(WorkflowValidationError::DuplicateDependency {
+                        step_key: step.step_key.to_string(),
+                        prerequisite: prerequisite.to_owned(),
+                    });
+                }
+            }
+        }
+        if let Some(result) = &self.result_step
+            && !keys.contains(result.as_str())
+        {
+            return Err(WorkflowValidationError::UnknownResultStep {
+                step_key: result.to_string(),
+            });
+        }
+        check_acyclic(&self.steps)
+    }
+
+    /// The canonical form stored for idempotency: steps sorted by key, dependencies sorted, so
+    /// a reordered but otherwise identical request is the same request. An absent result step
+    /// is omitted.
+    pub fn canonical_snapshot(&self) -> Value {
+        let mut steps: Vec<&WorkflowStepEnqueue<'_>> = self.steps.iter().collect();
+        steps.sort_by(|a, b| a.step_key.cmp(&b.step_key));
+        let steps: Vec<Value> = steps
+            .into_iter()
+            .map(|step| {
+                let mut dependencies: Vec<(&str, &str)> = step
+                    .dependencies
+                    .iter()
+                    .map(|d| (d.prerequisite.as_str(), d.condition.as_str()))
+                    .collect();
+                dependencies.sort_unstable();
+                json!({
+                    "step_key": step.step_key.as_str(),
+                    "kind": step.kind.as_str(),
+                    "job_type": step.job_type.as_ref().map(JobType::as_str),
+                    "payload": step.payload.as_ref(),
+                    "priority": step.priority,
+                    "max_attempts": step.max_attempts,
+                    "timeout_seconds": step.timeout_seconds,
+                    "stage": step.stage.as_deref(),
+                    "organization_id": step.organization_id,
+                    "metadata": step.metadata.as_ref(),
+                    "dependencies": dependencies,
+                })
+            })
+            .collect();
+        let mut snapshot = json!({
+            "workflow_type": self.workflow_type.as_str(),
+            "organization_id": self.organization_id,
+            "metadata": self.metadata.as_ref(),
+            "created_by_user_id": self.created_by_user_id,
+            "steps": steps,
+        });
+        if let (Some(result), Some(map)) = (&self.result_step, snapshot.as_object_mut()) {
+            map.insert("result_step".to_owned(), json!(result.as_str()));
+        }
+        snapshot
+    }
+}
+
+impl WorkflowStepEnqueue<'_> {
+    fn validate(&self) -> Result<(), WorkflowValidationError> {
+        self.step_key.validate()?;
+        let key = || self.step_key.to_string();
+        match self.kind {
+            WorkflowStepKind::External => {
+                let has_payload =
+                    !matches!(self.payload.as_ref(), Value::Object(map) if map.is_empty());
+                if self.job_type.is_some()
+                    || has_payload
+                    || self.priority.is_some()
+                    || self.max_attempts.is_some()
+                    || self.timeout_seconds.is_some()
+                {
+                    return Err(WorkflowValidationError::ExternalStepWithJobSettings {
+                        step_key: key(),
+                    });
+                }
+            }
+            WorkflowStepKind::Job => {
+                let Some(job_type) = &self.job_type else {
+                    return Err(WorkflowValidationError::MissingJobType { step_key: key() });
+                };
+                job_type.validate()?;
+                for (field, value) in [
+                    ("max_attempts", self.max_attempts),
+                    ("timeout_seconds", self.timeout_seconds),
+                ] {
+                    if value.is_some_and(|v| v <= 0) {
+                        return Err(WorkflowValidationError::InvalidJobSetting {
+                            step_key: key(),
+                            field,
+                        });
+                    }
+                }
+            }
+        }
+        for dependency in &self.dependencies {
+            dependency.prerequisite.validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// Kahn's algorithm; reports a step left on a cycle.
+fn check_acyclic(steps: &[WorkflowStepEnqueue<'_>]) -> Result<(), WorkflowValidationError> {
+    let mut pending: BTreeMap<&str, usize> = steps
+        .iter()
+        .map(|s| (s.step_key.as_str(), s.dependencies.len()))
+        .collect();
+    let mut dependents: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for step in steps {
+        for dependency in &step.dependencies {
+            dependents
+                .entry(dependency.prerequisite.as_str())
+                .or_default()
+                .push(step.step_key.as_str());
+        }
+    }
+    let mut ready: Vec<&str> = pending
+        .iter()
+        .filter(|(_, count)| **count == 0)
+        .map(|(key, _)| *key)
+        .collect();
+    let mut done = 0;
+    while let Some(key) = ready.pop() {
+        done += 1;
+        for dependent in dependents.get(key).into_iter().flatten() {
+            if let Some(count) = pending.get_mut(dependent) {
+                *count -= 1;
+                if *count == 0 {
+                    ready.push(dependent);
+                }
+            }
+        }
+    }
+    if done == steps.len() {
+        return Ok(());
+    }
+    let on_cycle = pending
+        .iter()
+        .find(|(_, count)| **count > 0)
+        .map(|(key, _)| (*key).to_owned())
+        .unwrap_or_default();
+    Err(WorkflowValidationError::Cycle { step_key: on_cycle })
+}

@@ -1,0 +1,593 @@
+//! Workflow runs: enqueue, cancellation, external gates and reads. Release of dependents runs
+//! inside PostgreSQL (see `migrations/202611300002_workflow_engine.sql`), triggered by the step
+//! jobs' own status changes, so it commits atomically with every job completion path.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{Acquire, PgExecutor, Postgres};
+use uuid::Uuid;
+
+use crate::core::jobs::{
+    JobId, StepKey, WorkflowRunEnqueue, WorkflowRunId, WorkflowRunStatus, WorkflowStepId,
+    WorkflowStepKind, WorkflowStepStatus,
+};
+use crate::postgres::error::{Error, Result};
+
+/// The PostgreSQL channel notified (payload: the run id) when a run becomes terminal.
+pub const WORKFLOW_RUN_CHANNEL: &str = "runledger_workflow_runs";
+
+/// Which runs a caller may see. A scope never sees another organization's run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkflowRunHandleScope {
+    /// Runs of this organization only.
+    Organization(Uuid),
+    /// Runs without an organization only.
+    Global,
+    /// Every run (trusted operator surfaces).
+    Admin,
+}
+
+impl WorkflowRunHandleScope {
+    /// (scoped?, organization) as the SQL functions take them.
+    pub(crate) fn sql(self) -> (bool, Option<Uuid>) {
+        match self {
+            Self::Organization(org) => (true, Some(org)),
+            Self::Global => (true, None),
+            Self::Admin => (false, None),
+        }
+    }
+
+    pub(crate) fn admits(self, organization_id: Option<Uuid>) -> bool {
+        match self {
+            Self::Organization(org) => organization_id == Some(org),
+            Self::Global => organization_id.is_none(),
+            Self::Admin => true,
+        }
+    }
+}
+
+/// The run an enqueue call resolved to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EnqueuedWorkflowRun {
+    /// The run's id.
+    pub id: WorkflowRunId,
+    /// Its status when the call returned.
+    pub status: WorkflowRunStatus,
+    /// `false` when an idempotency key matched an existing run with the same request.
+    pub created: bool,
+}
+
+/// Enqueues a workflow run: the run, its steps and its edges are inserted set-based in one
+/// transaction (a savepoint inside the caller's), root steps are released, and the run's status
+/// is computed. Works on a pool or inside the caller's transaction (`&mut *tx`).
+///
+/// Fails with the request's validation code, `job.definition_not_found_or_disabled` when a job
+/// step's type has no enabled definition, or `workflow.idempotency_conflict`.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// use runledger_engine::core::jobs::WorkflowDagBuilder;
+///
+/// let metadata = serde_json::json!({});
+/// let payload = serde_json::json!({"profile_id": "p_1"});
+/// let run = WorkflowDagBuilder::new("profiles.research", &metadata)
+///     .job("crawl", "profiles.crawl", &payload)?
+///     .job("score", "profiles.score", &payload)?
+///     .after_success("score", ["crawl"])?
+///     .build()?;
+/// let workflow_run = runledger_engine::postgres::jobs::enqueue_workflow_run(&pool, &run).await?;
+/// # Ok(()) }
+/// ```
+pub async fn enqueue_workflow_run<'c, A>(
+    acquire: A,
+    run: &WorkflowRunEnqueue<'_>,
+) -> Result<EnqueuedWorkflowRun>
+where
+    A: Acquire<'c, Database = Postgres>,
+{
+    run.validate()?;
+    let mut conn = acquire.acquire().await?;
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let snapshot = run
+        .idempotency_key
+        .as_ref()
+        .map(|_| run.canonical_snapshot());
+
+    // Every job step's type must be enqueueable now.
+    let job_types: Vec<&str> = run
+        .steps
+        .iter()
+        .filter_map(|step| step.job_type.as_ref().map(|t| t.as_str()))
+        .collect();
+    let missing = sqlx::query_scalar!(
+        r#"
+        SELECT t.job_type AS "job_type!"
+        FROM unnest($1::text[]) AS t(job_type)
+        WHERE NOT EXISTS (
+            SELECT 1 FROM runledger.job_definitions d WHERE d.job_type = t.job_type AND d.is_enabled
+        )
+        LIMIT 1
+        "#,
+        &job_types as &[&str],
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(job_type) = missing {
+        return Err(Error::DefinitionNotFoundOrDisabled { job_type });
+    }
+
+    let run_id = Uuid::now_v7();
+    let inserted = sqlx::query_scalar!(
+        r#"
+        INSERT INTO runledger.workflow_runs (
+            id, workflow_type, organization_id, metadata, idempotency_key, enqueue_request,
+            result_step_key, created_by_user_id
+        )
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        RETURNING id
+        "#,
+        run_id,
+        run.workflow_type.as_str(),
+        run.organization_id,
+        run.metadata.as_ref(),
+        run.idempotency_key.as_deref(),
+        snapshot,
+        run.result_step.as_ref().map(StepKey::as_str),
+        run.created_by_user_id,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if inserted.is_none() {
+        let key = run.idempotency_key.as_deref().unwrap_or_default();
+        let existing = sqlx::query!(
+            r#"
+            SELECT id AS "id: WorkflowRunId", status AS "status: WorkflowRunStatus",
+                   (enqueue_request = $2) AS "same_request!"
+            FROM runledger.workflow_runs
+            WHERE idempotency_key = $1
+            "#,
+            key,
+            snapshot,
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        return match existing {
+            Some(row) if row.same_request => Ok(EnqueuedWorkflowRun {
+                id: row.id,
+                status: row.status,
+                created: false,
+            }),
+            Some(row) => Err(Error::WorkflowIdempotencyConflict {
+                idempotency_key: key.to_owned(),
+                existing_run_id: row.id,
+            }),
+            None => Err(Error::invalid_input(
+                "workflow.idempotency_unresolved",
+                "the idempotency key is contended; retry the request",
+            )),
+        };
+    }
+
+    insert_steps(&mut tx, run_id, run).await?;
+    let status = sqlx::query_scalar!(
+        r#"
+        WITH roots AS (
+            SELECT runledger.workflow_release_steps(
+                $1,
+                array(SELECT id FROM runledger.workflow_steps WHERE workflow_run_id = $1 AND deps_total = 0)
+            )
+        )
+        SELECT runledger.workflow_refresh_run($1) AS "status!: WorkflowRunStatus"
+        FROM roots
+        "#,
+        run_id,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(EnqueuedWorkflowRun {
+        id: WorkflowRunId(run_id),
+        status,
+        created: true,
+    })
+}
+
+/// Inserts the steps and edges of a new run, set-based.
+async fn insert_steps(
+    conn: &mut sqlx::PgConnection,
+    run_id: Uuid,
+    run: &WorkflowRunEnqueue<'_>,
+) -> Result<()> {
+    let ids: HashMap<&str, Uuid> = run
+        .steps
+        .iter()
+        .map(|step| (step.step_key.as_str(), Uuid::now_v7()))
+        .collect();
+    let id_of = |key: &str| ids.get(key).copied().unwrap_or_default();
+    let step_ids: Vec<Uuid> = run
+        .steps
+        .iter()
+        .map(|s| id_of(s.step_key.as_str()))
+        .collect();
+    let keys: Vec<&str> = run.steps.iter().map(|s| s.step_key.as_str()).collect();
+    let kinds: Vec<&str> = run.steps.iter().map(|s| s.kind.as_str()).collect();
+    let job_types: Vec<Option<&str>> = run
+        .steps
+        .iter()
+        .map(|s| s.job_type.as_ref().map(|t| t.as_str()))
+        .collect();
+    let payloads: Vec<Value> = run
+        .steps
+        .iter()
+        .map(|s| s.payload.as_ref().clone())
+        .collect();
+    let priorities: Vec<Option<i32>> = run.steps.iter().map(|s| s.priority).collect();
+    let attempts: Vec<Option<i32>> = run.steps.iter().map(|s| s.max_attempts).collect();
+    let timeouts: Vec<Option<i32>> = run.steps.iter().map(|s| s.timeout_seconds).collect();
+    let stages: Vec<Option<&str>> = run.steps.iter().map(|s| s.stage.as_deref()).collect();
+    let orgs: Vec<Option<Uuid>> = run.steps.iter().map(|s| s.organization_id).collect();
+    let metadata: Vec<Value> = run
+        .steps
+        .iter()
+        .map(|s| s.metadata.as_ref().clone())
+        .collect();
+    let deps: Vec<i32> = run
+        .steps
+        .iter()
+        .map(|s| i32::try_from(s.dependencies.len()).unwrap_or(i32::MAX))
+        .collect();
+    sqlx::query!(
+        r#"
+        INSERT INTO runledger.workflow_steps (
+            id, workflow_run_id, step_key, step_kind, job_type, payload, priority, max_attempts,
+            timeout_seconds, stage, organization_id, metadata, deps_total, deps_pending
+        )
+        SELECT s.id, $1, s.step_key, s.step_kind, s.job_type, s.payload, s.priority,
+               s.max_attempts, s.timeout_seconds, s.stage, s.organization_id, s.metadata,
+               s.deps, s.deps
+        FROM unnest(
+            $2::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::int4[], $8::int4[],
+            $9::int4[], $10::text[], $11::uuid[], $12::jsonb[], $13::int4[]
+        ) AS s(id, step_key, step_kind, job_type, payload, priority, max_attempts,
+               timeout_seconds, stage, organization_id, metadata, deps)
+        "#,
+        run_id,
+        &step_ids,
+        &keys as &[&str],
+        &kinds as &[&str],
+        &job_types as &[Option<&str>],
+        &payloads,
+        &priorities as &[Option<i32>],
+        &attempts as &[Option<i32>],
+        &timeouts as &[Option<i32>],
+        &stages as &[Option<&str>],
+        &orgs as &[Option<Uuid>],
+        &metadata,
+        &deps,
+    )
+    .execute(&mut *conn)
+    .await?;
+
+    let mut dependents = Vec::new();
+    let mut prerequisites = Vec::new();
+    let mut conditions = Vec::new();
+    for step in &run.steps {
+        for dependency in &step.dependencies {
+            dependents.push(id_of(step.step_key.as_str()));
+            prerequisites.push(id_of(dependency.prerequisite.as_str()));
+            conditions.push(dependency.condition.as_str());
+        }
+    }
+    if !dependents.is_empty() {
+        sqlx::query!(
+            r#"
+            INSERT INTO runledger.workflow_step_dependencies (
+                workflow_run_id, step_id, depends_on_step_id, condition
+            )
+            SELECT $1, e.step_id, e.depends_on_step_id, e.condition
+            FROM unnest($2::uuid[], $3::uuid[], $4::text[]) AS e(step_id, depends_on_step_id, condition)
+            "#,
+            run_id,
+            &dependents,
+            &prerequisites,
+            &conditions as &[&str],
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Cancels a run within `scope`: pending and leased step jobs, open gates and blocked steps end
+/// `CANCELED`, and nothing is released afterwards (a completion racing in after the cancel is
+/// refused by its lease). Canceling a canceled run is a no-op; a finished run gives
+/// `workflow.run_not_cancelable`; an unknown or out-of-scope run `workflow.run_not_found`.
+pub async fn cancel_workflow_run<'e>(
+    executor: impl PgExecutor<'e>,
+    run_id: WorkflowRunId,
+    scope: WorkflowRunHandleScope,
+) -> Result<()> {
+    let (scoped, org) = scope.sql();
+    let previous = sqlx::query_scalar!(
+        r#"
+        SELECT runledger.workflow_cancel_run(w.id, 'workflow.canceled') AS previous
+        FROM runledger.workflow_runs w
+        WHERE w.id = $1 AND (NOT $2 OR w.organization_id IS NOT DISTINCT FROM $3)
+        "#,
+        run_id.0,
+        scoped,
+        org,
+    )
+    .fetch_optional(executor)
+    .await?;
+    match previous.flatten().as_deref() {
+        None => Err(Error::WorkflowRunNotFound { run_id }),
+        Some("SUCCEEDED" | "COMPLETED_WITH_ERRORS") => {
+            Err(Error::WorkflowRunNotCancelable { run_id })
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// Input of [`complete_external_workflow_step`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompleteExternalWorkflowStepInput<'a> {
+    /// The run.
+    pub workflow_run_id: WorkflowRunId,
+    /// The run's organization (`None`: a run without organization).
+    pub organization_id: Option<Uuid>,
+    /// The external step.
+    pub step_key: StepKey<'a>,
+    /// `Succeeded`, `Failed` or `Canceled`.
+    pub terminal_status: WorkflowStepStatus,
+    /// Why (stored on the step).
+    pub status_reason: Option<&'a str>,
+    /// Error code for failed completions.
+    pub last_error_code: Option<&'a str>,
+    /// Error message for failed completions.
+    pub last_error_message: Option<&'a str>,
+    /// Output; only with `Succeeded`.
+    pub output: Option<&'a Value>,
+}
+
+/// What an external completion did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExternalStepCompletion {
+    /// The step was completed now and its dependents released.
+    Completed,
+    /// An identical completion had already been applied; nothing changed.
+    AlreadyCompleted,
+}
+
+/// Completes an external step (an approval gate or a callback) and drives the run forward.
+/// An identical retry is idempotent; a retry with other status, reason or error fields gives
+/// `workflow.external_step_conflicting_completion_retry`, one with other output
+/// `workflow.external_step_conflicting_output_retry`.
+pub async fn complete_external_workflow_step<'e>(
+    executor: impl PgExecutor<'e>,
+    input: &CompleteExternalWorkflowStepInput<'_>,
+) -> Result<ExternalStepCompletion> {
+    input.step_key.validate()?;
+    if !matches!(
+        input.terminal_status,
+        WorkflowStepStatus::Succeeded | WorkflowStepStatus::Failed | WorkflowStepStatus::Canceled
+    ) {
+        return Err(Error::invalid_input(
+            "workflow.external_step_invalid_status",
+            "an external step can only be completed as SUCCEEDED, FAILED or CANCELED",
+        ));
+    }
+    if input.output.is_some() && input.terminal_status != WorkflowStepStatus::Succeeded {
+        return Err(Error::invalid_input(
+            "workflow.external_step_output_requires_success",
+            "output is only accepted with a SUCCEEDED completion",
+        ));
+    }
+    let outcome = sqlx::query_scalar!(
+        r#"
+        SELECT runledger.workflow_complete_external($1, true, $2, $3, $4, $5, $6, $7, $8) AS "outcome!"
+        "#,
+        input.workflow_run_id.0,
+        input.organization_id,
+        input.step_key.as_str(),
+        input.terminal_status.as_str(),
+        input.status_reason,
+        input.last_error_code,
+        input.last_error_message,
+        input.output,
+    )
+    .fetch_one(executor)
+    .await?;
+    let run_id = input.workflow_run_id;
+    let step_key = || input.step_key.as_str().to_owned();
+    match outcome.as_str() {
+        "completed" => Ok(ExternalStepCompletion::Completed),
+        "already_completed" => Ok(ExternalStepCompletion::AlreadyCompleted),
+        "conflicting_completion" => Err(Error::ExternalStep {
+            code: "workflow.external_step_conflicting_completion_retry",
+            step_key: step_key(),
+        }),
+        "conflicting_output" => Err(Error::ExternalStep {
+            code: "workflow.external_step_conflicting_output_retry",
+            step_key: step_key(),
+        }),
+        "run_not_found" => Err(Error::WorkflowRunNotFound { run_id }),
+        "run_canceled" => Err(Error::ExternalStep {
+            code: "workflow.run_canceled",
+            step_key: step_key(),
+        }),
+        "step_not_found" => Err(Error::ExternalStep {
+            code: "workflow.step_not_found",
+            step_key: step_key(),
+        }),
+        "step_not_external" => Err(Error::ExternalStep {
+            code: "workflow.step_not_external",
+            step_key: step_key(),
+        }),
+        "step_not_waiting" => Err(Error::ExternalStep {
+            code: "workflow.external_step_not_waiting",
+            step_key: step_key(),
+        }),
+        other => Err(Error::corrupt(format!(
+            "unexpected external completion outcome {other}"
+        ))),
+    }
+}
+
+/// One workflow run as stored.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct WorkflowRunRecord {
+    /// The run's id.
+    pub id: WorkflowRunId,
+    /// Its type.
+    pub workflow_type: String,
+    /// Its organization.
+    pub organization_id: Option<Uuid>,
+    /// Current status.
+    pub status: WorkflowRunStatus,
+    /// Run metadata.
+    pub metadata: Value,
+    /// Idempotency key, if keyed.
+    pub idempotency_key: Option<String>,
+    /// The declared result step.
+    pub result_step_key: Option<String>,
+    /// The result, once the run succeeded with a declared result step.
+    pub result: Option<Value>,
+    /// Why the run ended as it did (cancellations).
+    pub status_reason: Option<String>,
+    /// When it was enqueued.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+    /// When it became terminal.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// Reads one run within `scope`.
+pub async fn get_workflow_run<'e>(
+    executor: impl PgExecutor<'e>,
+    run_id: WorkflowRunId,
+    scope: WorkflowRunHandleScope,
+) -> Result<Option<WorkflowRunRecord>> {
+    let row = sqlx::query_as!(
+        WorkflowRunRecord,
+        r#"
+        SELECT id AS "id: WorkflowRunId", workflow_type, organization_id,
+               status AS "status: WorkflowRunStatus", metadata, idempotency_key,
+               result_step_key, result, status_reason, created_at, updated_at, finished_at
+        FROM runledger.workflow_runs
+        WHERE id = $1
+        "#,
+        run_id.0,
+    )
+    .fetch_optional(executor)
+    .await?;
+    Ok(row.filter(|run| scope.admits(run.organization_id)))
+}
+
+/// One step of a run, with its prerequisites.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct WorkflowStepRecord {
+    /// The step's id.
+    pub id: WorkflowStepId,
+    /// Its key.
+    pub step_key: String,
+    /// Job or external.
+    pub kind: WorkflowStepKind,
+    /// The job type of a job step.
+    pub job_type: Option<String>,
+    /// Current status.
+    pub status: WorkflowStepStatus,
+    /// The step's current job, once released.
+    pub job_id: Option<JobId>,
+    /// The output, once succeeded.
+    pub output: Option<Value>,
+    /// Why it ended as it did.
+    pub status_reason: Option<String>,
+    /// Last error code.
+    pub last_error_code: Option<String>,
+    /// Prerequisite step keys with their condition (`SUCCESS` or `TERMINAL`).
+    pub dependencies: Vec<(String, String)>,
+    /// When it became terminal.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// Lists a run's steps (in creation order) with their prerequisites.
+pub async fn list_workflow_steps<'e>(
+    executor: impl PgExecutor<'e>,
+    run_id: WorkflowRunId,
+) -> Result<Vec<WorkflowStepRecord>> {
+    let rows = sqlx::query!(
+        r#"
+        SELECT s.id AS "id: WorkflowStepId", s.step_key, s.step_kind, s.job_type,
+               s.status AS "status: WorkflowStepStatus", s.job_id AS "job_id: JobId", s.output,
+               s.status_reason, s.last_error_code, s.finished_at,
+               coalesce(array_agg(p.step_key ORDER BY p.step_key) FILTER (WHERE p.id IS NOT NULL), '{}') AS "prerequisites!: Vec<String>",
+               coalesce(array_agg(d.condition ORDER BY p.step_key) FILTER (WHERE p.id IS NOT NULL), '{}') AS "conditions!: Vec<String>"
+        FROM runledger.workflow_steps s
+        LEFT JOIN runledger.workflow_step_dependencies d ON d.step_id = s.id
+        LEFT JOIN runledger.workflow_steps p ON p.id = d.depends_on_step_id
+        WHERE s.workflow_run_id = $1
+        GROUP BY s.id
+        ORDER BY s.id
+        "#,
+        run_id.0,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| WorkflowStepRecord {
+            id: row.id,
+            step_key: row.step_key,
+            kind: if row.step_kind == "EXTERNAL" {
+                WorkflowStepKind::External
+            } else {
+                WorkflowStepKind::Job
+            },
+            job_type: row.job_type,
+            status: row.status,
+            job_id: row.job_id,
+            output: row.output,
+            status_reason: row.status_reason,
+            last_error_code: row.last_error_code,
+            dependencies: row.prerequisites.into_iter().zip(row.conditions).collect(),
+            finished_at: row.finished_at,
+        })
+        .collect())
+}
+
+/// The stored output of `prerequisite`, read on behalf of the step `step_id`: `Ok(None)` while
+/// it has no output, `workflow.not_a_prerequisite` when it is not one of the step's
+/// prerequisites.
+pub async fn get_prerequisite_output<'e>(
+    executor: impl PgExecutor<'e>,
+    step_id: WorkflowStepId,
+    prerequisite: &str,
+) -> Result<Option<Value>> {
+    let row = sqlx::query!(
+        r#"
+        SELECT p.output
+        FROM runledger.workflow_step_dependencies d
+        JOIN runledger.workflow_steps p ON p.id = d.depends_on_step_id
+        WHERE d.step_id = $1 AND p.step_key = $2
+        "#,
+        step_id.0,
+        prerequisite,
+    )
+    .fetch_optional(executor)
+    .await?;
+    match row {
+        Some(row) => Ok(row.output),
+        None => Err(Error::NotAPrerequisite {
+            step_key: prerequisite.to_owned(),
+        }),
+    }
+}

@@ -1,0 +1,683 @@
+//! Workflow runs through real workers: release, data flow, failure propagation, gates,
+//! cancellation, results and idempotency.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use runledger_engine::core::jobs::{
+    JobCompletion, JobFailure, StepKey, WorkflowDagBuilder, WorkflowRunId, WorkflowRunStatus,
+    WorkflowStepStatus,
+};
+use runledger_engine::postgres::jobs::{
+    CompleteExternalWorkflowStepInput, ExternalStepCompletion, WorkflowRunHandle,
+    WorkflowRunHandleScope, WorkflowRunWaitOptions, cancel_workflow_run,
+    complete_external_workflow_step, enqueue_workflow_run, enqueue_workflow_run_handle,
+    get_workflow_run, list_workflow_steps,
+};
+use runledger_engine::runtime::Supervisor;
+use runledger_engine::runtime::catalog::JobCatalog;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::support::{fast_config, handler};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn wait_long() -> WorkflowRunWaitOptions {
+    WorkflowRunWaitOptions {
+        timeout: Some(WAIT),
+        ..WorkflowRunWaitOptions::default()
+    }
+}
+
+async fn wait_for_run(pool: &PgPool, run: WorkflowRunId, status: WorkflowRunStatus) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let current = get_workflow_run(pool, run, WorkflowRunHandleScope::Admin)
+            .await
+            .unwrap()
+            .unwrap()
+            .status;
+        if current == status {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run stuck in {current}, expected {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn step_statuses(pool: &PgPool, run: WorkflowRunId) -> Vec<(String, WorkflowStepStatus)> {
+    let mut steps: Vec<_> = list_workflow_steps(pool, run)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.step_key, s.status))
+        .collect();
+    steps.sort();
+    steps
+}
+
+/// Step handlers: `wf.echo` returns its payload's `value`; `wf.sum` adds its prerequisites'
+/// outputs; `wf.fail` fails terminally.
+fn catalog() -> JobCatalog {
+    JobCatalog::new()
+        .job(
+            "wf.echo",
+            handler("wf.echo", |_, payload: Value| async move {
+                Ok(JobCompletion::with_output(
+                    json!({ "value": payload["value"] }),
+                ))
+            }),
+        )
+        .job(
+            "wf.sum",
+            handler("wf.sum", |ctx, payload: Value| async move {
+                let mut total = 0;
+                for key in payload["from"].as_array().cloned().unwrap_or_default() {
+                    let key = key.as_str().unwrap_or_default().to_owned();
+                    let output = ctx
+                        .prerequisite_output(&key)
+                        .await
+                        .map_err(|e| JobFailure::terminal(e.code, e.message))?;
+                    total += output.and_then(|o| o["value"].as_i64()).unwrap_or_default();
+                }
+                Ok(JobCompletion::with_output(json!({ "value": total })))
+            }),
+        )
+        .job(
+            "wf.fail",
+            handler("wf.fail", |_, _| async {
+                Err::<JobCompletion, _>(JobFailure::terminal("wf.broken", "always fails"))
+            }),
+        )
+}
+
+async fn start(pool: &PgPool, worker: &str) -> Supervisor {
+    let catalog = catalog();
+    catalog.sync_definitions(pool).await.unwrap();
+    Supervisor::builder(pool, fast_config(worker))
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn diamond_succeeds_and_the_last_step_reads_the_first_steps_output(pool: PgPool) {
+    let supervisor = start(&pool, "w-diamond").await;
+    let meta = json!({});
+    let (a, b, c) = (
+        json!({"value": 5}),
+        json!({"value": 1}),
+        json!({"value": 2}),
+    );
+    let d = json!({"from": ["a", "b", "c"]});
+    let run = WorkflowDagBuilder::new("wf.diamond", &meta)
+        .job("a", "wf.echo", &a)
+        .unwrap()
+        .job("b", "wf.echo", &b)
+        .unwrap()
+        .after_success("b", ["a"])
+        .unwrap()
+        .job("c", "wf.echo", &c)
+        .unwrap()
+        .after_success("c", ["a"])
+        .unwrap()
+        .job("d", "wf.sum", &d)
+        .unwrap()
+        .after_success("d", ["b", "c", "a"])
+        .unwrap()
+        .result_step("d")
+        .unwrap()
+        .build()
+        .unwrap();
+    let handle = enqueue_workflow_run_handle(&pool, &run).await.unwrap();
+    let result = handle.get_result(wait_long()).await.unwrap();
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    assert_eq!(result, json!({"value": 8}), "d read a, b and c");
+    assert_eq!(
+        handle.get_status().await.unwrap(),
+        WorkflowRunStatus::Succeeded
+    );
+    assert!(
+        step_statuses(&pool, handle.id())
+            .await
+            .iter()
+            .all(|(_, s)| *s == WorkflowStepStatus::Succeeded)
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn failed_after_success_prerequisite_cancels_the_dependent_but_siblings_run(pool: PgPool) {
+    let supervisor = start(&pool, "w-unsatisfied").await;
+    let meta = json!({});
+    let (ok, sum) = (json!({"value": 1}), json!({"from": []}));
+    let run = WorkflowDagBuilder::new("wf.failing", &meta)
+        .job("a", "wf.echo", &ok)
+        .unwrap()
+        .job("b", "wf.fail", &ok)
+        .unwrap()
+        .after_success("b", ["a"])
+        .unwrap()
+        .job("c", "wf.echo", &ok)
+        .unwrap()
+        .after_success("c", ["a"])
+        .unwrap()
+        .job("d", "wf.sum", &sum)
+        .unwrap()
+        .after_success("d", ["b", "c"])
+        .unwrap()
+        .job("e", "wf.echo", &ok)
+        .unwrap()
+        .after_success("e", ["d"])
+        .unwrap()
+        .build()
+        .unwrap();
+    let enqueued = enqueue_workflow_run(&pool, &run).await.unwrap();
+    wait_for_run(&pool, enqueued.id, WorkflowRunStatus::CompletedWithErrors).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    let steps = list_workflow_steps(&pool, enqueued.id).await.unwrap();
+    let find = |key: &str| steps.iter().find(|s| s.step_key == key).unwrap();
+    assert_eq!(find("b").status, WorkflowStepStatus::Failed);
+    assert_eq!(
+        find("c").status,
+        WorkflowStepStatus::Succeeded,
+        "the sibling still ran"
+    );
+    assert_eq!(find("d").status, WorkflowStepStatus::Canceled);
+    assert_eq!(
+        find("d").last_error_code.as_deref(),
+        Some("workflow.dependency_unsatisfied")
+    );
+    assert_eq!(
+        find("e").status,
+        WorkflowStepStatus::Canceled,
+        "cancellation cascades"
+    );
+    assert_eq!(find("d").job_id, None, "a canceled step never got a job");
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn after_terminal_dependent_runs_even_when_its_prerequisite_failed(pool: PgPool) {
+    let supervisor = start(&pool, "w-terminal").await;
+    let meta = json!({});
+    let (ok, sum) = (json!({"value": 1}), json!({"from": ["b"]}));
+    let run = WorkflowDagBuilder::new("wf.cleanup", &meta)
+        .job("b", "wf.fail", &ok)
+        .unwrap()
+        .job("d", "wf.sum", &sum)
+        .unwrap()
+        .after_terminal("d", ["b"])
+        .unwrap()
+        .build()
+        .unwrap();
+    let enqueued = enqueue_workflow_run(&pool, &run).await.unwrap();
+    wait_for_run(&pool, enqueued.id, WorkflowRunStatus::CompletedWithErrors).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    assert_eq!(
+        step_statuses(&pool, enqueued.id).await,
+        vec![
+            ("b".to_owned(), WorkflowStepStatus::Failed),
+            ("d".to_owned(), WorkflowStepStatus::Succeeded)
+        ]
+    );
+}
+
+fn gate_run<'a>(
+    meta: &'a Value,
+    payload: &'a Value,
+) -> runledger_engine::core::jobs::WorkflowRunEnqueue<'a> {
+    use runledger_engine::core::jobs::{
+        JobType, WorkflowRunEnqueueBuilder, WorkflowStepEnqueueBuilder, WorkflowType,
+    };
+    WorkflowRunEnqueueBuilder::new(WorkflowType::new("wf.approval"), meta)
+        .step(WorkflowStepEnqueueBuilder::new_external(StepKey::new("approval")).build())
+        .step(
+            WorkflowStepEnqueueBuilder::new(StepKey::new("ship"), JobType::new("wf.echo"), payload)
+                .depends_on_success(StepKey::new("approval"))
+                .build(),
+        )
+        .result_step(StepKey::new("ship"))
+        .build()
+        .unwrap()
+}
+
+fn completion<'a>(
+    run: WorkflowRunId,
+    status: WorkflowStepStatus,
+    reason: Option<&'a str>,
+    output: Option<&'a Value>,
+) -> CompleteExternalWorkflowStepInput<'a> {
+    CompleteExternalWorkflowStepInput {
+        workflow_run_id: run,
+        organization_id: None,
+        step_key: StepKey::new("approval"),
+        terminal_status: status,
+        status_reason: reason,
+        last_error_code: None,
+        last_error_message: None,
+        output,
+    }
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn approved_gate_releases_its_dependent_and_retries_are_checked(pool: PgPool) {
+    let supervisor = start(&pool, "w-gate").await;
+    let (meta, payload) = (json!({}), json!({"value": 3}));
+    let handle = enqueue_workflow_run_handle(&pool, &gate_run(&meta, &payload))
+        .await
+        .unwrap();
+    assert_eq!(
+        handle.get_status().await.unwrap(),
+        WorkflowRunStatus::WaitingForExternal
+    );
+
+    let approval = json!({"approved_by": "ops"});
+    let input = completion(
+        handle.id(),
+        WorkflowStepStatus::Succeeded,
+        Some("approved"),
+        Some(&approval),
+    );
+    assert_eq!(
+        complete_external_workflow_step(&pool, &input)
+            .await
+            .unwrap(),
+        ExternalStepCompletion::Completed
+    );
+    assert_eq!(
+        handle.get_result(wait_long()).await.unwrap(),
+        json!({"value": 3})
+    );
+    assert_eq!(
+        complete_external_workflow_step(&pool, &input)
+            .await
+            .unwrap(),
+        ExternalStepCompletion::AlreadyCompleted,
+        "an identical retry is idempotent"
+    );
+    let other_output = json!({"approved_by": "someone else"});
+    let err = complete_external_workflow_step(
+        &pool,
+        &completion(
+            handle.id(),
+            WorkflowStepStatus::Succeeded,
+            Some("approved"),
+            Some(&other_output),
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.code(),
+        "workflow.external_step_conflicting_output_retry"
+    );
+    let err = complete_external_workflow_step(
+        &pool,
+        &completion(
+            handle.id(),
+            WorkflowStepStatus::Failed,
+            Some("rejected"),
+            None,
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.code(),
+        "workflow.external_step_conflicting_completion_retry"
+    );
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn rejected_or_canceled_gate_ends_the_run_with_errors(pool: PgPool) {
+    let (meta, payload) = (json!({}), json!({"value": 3}));
+    for status in [WorkflowStepStatus::Failed, WorkflowStepStatus::Canceled] {
+        catalog().sync_definitions(&pool).await.unwrap();
+        let run = enqueue_workflow_run(&pool, &gate_run(&meta, &payload))
+            .await
+            .unwrap();
+        complete_external_workflow_step(&pool, &completion(run.id, status, Some("no"), None))
+            .await
+            .unwrap();
+        let record = get_workflow_run(&pool, run.id, WorkflowRunHandleScope::Global)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            record.status,
+            WorkflowRunStatus::CompletedWithErrors,
+            "{status}"
+        );
+        let steps = step_statuses(&pool, run.id).await;
+        assert_eq!(steps[1], ("ship".to_owned(), WorkflowStepStatus::Canceled));
+        let handle = WorkflowRunHandle::new(&pool, run.id, WorkflowRunHandleScope::Global);
+        assert_eq!(
+            handle.get_result(wait_long()).await.unwrap_err().code(),
+            "workflow.result_unsuccessful_terminal"
+        );
+    }
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn external_completion_errors_have_their_own_codes(pool: PgPool) {
+    catalog().sync_definitions(&pool).await.unwrap();
+    let (meta, payload) = (json!({}), json!({"value": 3}));
+    let run = enqueue_workflow_run(&pool, &gate_run(&meta, &payload))
+        .await
+        .unwrap();
+    let mut input = completion(run.id, WorkflowStepStatus::Succeeded, None, None);
+
+    input.step_key = StepKey::new("ship");
+    let err = complete_external_workflow_step(&pool, &input)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "workflow.step_not_external");
+    input.step_key = StepKey::new("nope");
+    let err = complete_external_workflow_step(&pool, &input)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "workflow.step_not_found");
+    input.step_key = StepKey::new("approval");
+    input.organization_id = Some(uuid::Uuid::now_v7());
+    let err = complete_external_workflow_step(&pool, &input)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        "workflow.run_not_found",
+        "another organization's run is invisible"
+    );
+    input.organization_id = None;
+    let output = json!(1);
+    input.terminal_status = WorkflowStepStatus::Failed;
+    input.output = Some(&output);
+    let err = complete_external_workflow_step(&pool, &input)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "workflow.external_step_output_requires_success");
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn canceling_mid_flight_cancels_everything_and_a_late_completion_releases_nothing(
+    pool: PgPool,
+) {
+    let started = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&started);
+    let catalog = JobCatalog::new().job(
+        "wf.slow",
+        handler("wf.slow", move |_, _| {
+            let seen = Arc::clone(&seen);
+            async move {
+                seen.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                Ok(JobCompletion::success())
+            }
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    let supervisor = Supervisor::builder(&pool, fast_config("w-cancel"))
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap();
+    let meta = json!({});
+    let payload = json!({});
+    use runledger_engine::core::jobs::{
+        JobType, WorkflowRunEnqueueBuilder, WorkflowStepEnqueueBuilder, WorkflowType,
+    };
+    let run = WorkflowRunEnqueueBuilder::new(WorkflowType::new("wf.cancel"), &meta)
+        .step(
+            WorkflowStepEnqueueBuilder::new(
+                StepKey::new("slow"),
+                JobType::new("wf.slow"),
+                &payload,
+            )
+            .build(),
+        )
+        .step(WorkflowStepEnqueueBuilder::new_external(StepKey::new("gate")).build())
+        .step(
+            WorkflowStepEnqueueBuilder::new(
+                StepKey::new("after"),
+                JobType::new("wf.slow"),
+                &payload,
+            )
+            .depends_on_success(StepKey::new("slow"))
+            .depends_on_success(StepKey::new("gate"))
+            .build(),
+        )
+        .build()
+        .unwrap();
+    let enqueued = enqueue_workflow_run(&pool, &run).await.unwrap();
+    let deadline = Instant::now() + WAIT;
+    while started.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // One step leased, one blocked, one gate waiting.
+    cancel_workflow_run(&pool, enqueued.id, WorkflowRunHandleScope::Global)
+        .await
+        .unwrap();
+    // The leased step's handler finishes after the cancel; its completion is refused.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    let record = get_workflow_run(&pool, enqueued.id, WorkflowRunHandleScope::Admin)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.status, WorkflowRunStatus::Canceled);
+    assert!(
+        step_statuses(&pool, enqueued.id)
+            .await
+            .iter()
+            .all(|(_, s)| *s == WorkflowStepStatus::Canceled),
+        "{:?}",
+        step_statuses(&pool, enqueued.id).await
+    );
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        1,
+        "nothing was released after the cancel"
+    );
+    let job_statuses: Vec<String> =
+        sqlx::query_scalar("SELECT status FROM runledger.job_queue WHERE workflow_run_id = $1")
+            .bind(enqueued.id.0)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(job_statuses, vec!["CANCELED".to_owned()]);
+    // Canceling again is a no-op.
+    cancel_workflow_run(&pool, enqueued.id, WorkflowRunHandleScope::Global)
+        .await
+        .unwrap();
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn result_waits_are_woken_by_notification_and_scoped(pool: PgPool) {
+    let supervisor = start(&pool, "w-result").await;
+    let org = uuid::Uuid::now_v7();
+    let (meta, payload) = (json!({}), json!({"value": 9}));
+    let run = WorkflowDagBuilder::new("wf.result", &meta)
+        .organization_id(org)
+        .job("only", "wf.echo", &payload)
+        .unwrap()
+        .result_step("only")
+        .unwrap()
+        .build()
+        .unwrap();
+    let handle = enqueue_workflow_run_handle(&pool, &run).await.unwrap();
+    // With an hour-long poll interval only the notification can end this wait in time.
+    let notified_only = WorkflowRunWaitOptions {
+        timeout: Some(WAIT),
+        poll_interval: Duration::from_secs(3_600),
+    };
+    assert_eq!(
+        handle.get_result(notified_only).await.unwrap(),
+        json!({"value": 9})
+    );
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    for scope in [
+        WorkflowRunHandleScope::Global,
+        WorkflowRunHandleScope::Organization(uuid::Uuid::now_v7()),
+    ] {
+        let foreign = WorkflowRunHandle::new(&pool, handle.id(), scope);
+        assert_eq!(
+            foreign.get_status().await.unwrap_err().code(),
+            "workflow.run_not_found"
+        );
+    }
+    let admin = WorkflowRunHandle::new(&pool, handle.id(), WorkflowRunHandleScope::Admin);
+    assert_eq!(
+        admin.get_status().await.unwrap(),
+        WorkflowRunStatus::Succeeded
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn short_result_wait_times_out_and_undeclared_results_are_reported(pool: PgPool) {
+    catalog().sync_definitions(&pool).await.unwrap();
+    let (meta, payload) = (json!({}), json!({"value": 1}));
+    let declared = WorkflowDagBuilder::new("wf.nobody-runs-this", &meta)
+        .job("only", "wf.echo", &payload)
+        .unwrap()
+        .result_step("only")
+        .unwrap()
+        .build()
+        .unwrap();
+    let handle = enqueue_workflow_run_handle(&pool, &declared).await.unwrap();
+    let short = WorkflowRunWaitOptions {
+        timeout: Some(Duration::from_millis(200)),
+        poll_interval: Duration::from_millis(50),
+    };
+    assert_eq!(
+        handle.get_result(short).await.unwrap_err().code(),
+        "workflow.result_wait_timeout"
+    );
+
+    let undeclared = WorkflowDagBuilder::new("wf.no-result", &meta)
+        .job("only", "wf.echo", &payload)
+        .unwrap()
+        .build()
+        .unwrap();
+    let handle = enqueue_workflow_run_handle(&pool, &undeclared)
+        .await
+        .unwrap();
+    assert_eq!(
+        handle.get_result(short).await.unwrap_err().code(),
+        "workflow.result_not_declared"
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn keyed_workflow_enqueue_with_reordered_steps_returns_the_same_run(pool: PgPool) {
+    catalog().sync_definitions(&pool).await.unwrap();
+    let (meta, payload) = (json!({"source": "api"}), json!({"value": 1}));
+    let first = WorkflowDagBuilder::new("wf.keyed", &meta)
+        .idempotency_key("order:1")
+        .job("a", "wf.echo", &payload)
+        .unwrap()
+        .job("b", "wf.echo", &payload)
+        .unwrap()
+        .job("c", "wf.sum", &payload)
+        .unwrap()
+        .after_success("c", ["a", "b"])
+        .unwrap()
+        .build()
+        .unwrap();
+    let reordered = WorkflowDagBuilder::new("wf.keyed", &meta)
+        .idempotency_key("order:1")
+        .job("c", "wf.sum", &payload)
+        .unwrap()
+        .job("b", "wf.echo", &payload)
+        .unwrap()
+        .job("a", "wf.echo", &payload)
+        .unwrap()
+        .after_success("c", ["b", "a"])
+        .unwrap()
+        .build()
+        .unwrap();
+    let original = enqueue_workflow_run(&pool, &first).await.unwrap();
+    let retry = enqueue_workflow_run(&pool, &reordered).await.unwrap();
+    assert!(original.created);
+    assert!(!retry.created);
+    assert_eq!(retry.id, original.id);
+
+    let changed = WorkflowDagBuilder::new("wf.keyed", &meta)
+        .idempotency_key("order:1")
+        .job("a", "wf.echo", &payload)
+        .unwrap()
+        .build()
+        .unwrap();
+    let err = enqueue_workflow_run(&pool, &changed).await.unwrap_err();
+    assert_eq!(err.code(), "workflow.idempotency_conflict");
+    let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM runledger.workflow_runs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runs, 1);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn enqueue_inside_a_rolled_back_transaction_leaves_no_run_and_unknown_types_are_refused(
+    pool: PgPool,
+) {
+    catalog().sync_definitions(&pool).await.unwrap();
+    let (meta, payload) = (json!({}), json!({}));
+    let run = WorkflowDagBuilder::new("wf.tx", &meta)
+        .job("a", "wf.echo", &payload)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    enqueue_workflow_run(&mut *tx, &run).await.unwrap();
+    tx.rollback().await.unwrap();
+    let rows: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM runledger.workflow_runs) + (SELECT count(*) FROM runledger.job_queue)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(rows, 0);
+
+    let unknown = WorkflowDagBuilder::new("wf.tx", &meta)
+        .job("a", "wf.unknown", &payload)
+        .unwrap()
+        .build()
+        .unwrap();
+    let err = enqueue_workflow_run(&pool, &unknown).await.unwrap_err();
+    assert_eq!(err.code(), "job.definition_not_found_or_disabled");
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_step_reading_a_step_that_is_not_its_prerequisite_gets_a_code(pool: PgPool) {
+    let supervisor = start(&pool, "w-flow").await;
+    let (meta, a, b) = (json!({}), json!({"value": 1}), json!({"from": ["a"]}));
+    // b does not depend on a, so reading a's output is refused and b fails terminally.
+    let run = WorkflowDagBuilder::new("wf.flow", &meta)
+        .job("a", "wf.echo", &a)
+        .unwrap()
+        .job("b", "wf.sum", &b)
+        .unwrap()
+        .build()
+        .unwrap();
+    let enqueued = enqueue_workflow_run(&pool, &run).await.unwrap();
+    wait_for_run(&pool, enqueued.id, WorkflowRunStatus::CompletedWithErrors).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+    let steps = list_workflow_steps(&pool, enqueued.id).await.unwrap();
+    let b = steps.iter().find(|s| s.step_key == "b").unwrap();
+    assert_eq!(b.status, WorkflowStepStatus::Failed);
+    assert_eq!(
+        b.last_error_code.as_deref(),
+        Some("workflow.not_a_prerequisite")
+    );
+}
