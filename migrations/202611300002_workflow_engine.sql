@@ -339,3 +339,47 @@ BEGIN
     RETURN 'completed';
 END;
 $$;
+
+-- Settles steps just inserted into a run (a new run's steps, or appended ones): counts
+-- prerequisites that are already terminal, releases the steps that are free, cancels (with
+-- cascade) those whose after_success prerequisite already failed, and refreshes the run.
+CREATE FUNCTION runledger.workflow_settle_new_steps(p_run uuid, p_steps uuid[]) RETURNS text
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_ready uuid[];
+    v_doomed uuid[];
+BEGIN
+    WITH counts AS (
+        SELECT d.step_id,
+               count(*) FILTER (WHERE p.status IN ('SUCCEEDED', 'FAILED', 'CANCELED')) AS done,
+               count(*) FILTER (WHERE d.condition = 'SUCCESS' AND p.status IN ('FAILED', 'CANCELED')) AS bad
+        FROM runledger.workflow_step_dependencies d
+        JOIN runledger.workflow_steps p ON p.id = d.depends_on_step_id
+        WHERE d.step_id = ANY(p_steps)
+        GROUP BY d.step_id
+    )
+    UPDATE runledger.workflow_steps s
+    SET deps_pending = s.deps_pending - c.done, deps_unsatisfied = c.bad
+    FROM counts c
+    WHERE s.id = c.step_id AND (c.done > 0 OR c.bad > 0);
+
+    SELECT array_agg(id) FILTER (WHERE deps_unsatisfied = 0),
+           array_agg(id) FILTER (WHERE deps_unsatisfied > 0)
+    INTO v_ready, v_doomed
+    FROM runledger.workflow_steps
+    WHERE id = ANY(p_steps) AND status = 'BLOCKED' AND deps_pending = 0;
+
+    PERFORM runledger.workflow_release_steps(p_run, v_ready);
+    UPDATE runledger.workflow_steps
+    SET status = 'CANCELED',
+        status_reason = 'workflow.dependency_unsatisfied',
+        last_error_code = 'workflow.dependency_unsatisfied',
+        last_error_message = 'a prerequisite required to succeed did not succeed',
+        finished_at = now(),
+        updated_at = now()
+    WHERE id = ANY(coalesce(v_doomed, '{}'));
+    PERFORM runledger.workflow_release_dependents(p_run, v_doomed);
+    RETURN runledger.workflow_refresh_run(p_run);
+END;
+$$;

@@ -191,13 +191,14 @@ pub enum Error {
         /// The run.
         run_id: WorkflowRunId,
     },
-    /// An external step completion was refused; `code` says why.
-    #[error("external step `{step_key}` cannot be completed ({code})")]
-    ExternalStep {
-        /// Stable code (`workflow.external_step_conflicting_completion_retry`, …).
+    /// A workflow operation (external completion, append) was refused; `code` says why.
+    #[error("workflow request on `{subject}` refused ({code})")]
+    WorkflowConflict {
+        /// Stable code (`workflow.external_step_conflicting_completion_retry`,
+        /// `workflow.append_conflicting_retry`, …).
         code: &'static str,
-        /// The step.
-        step_key: String,
+        /// The step key or mutation key concerned.
+        subject: String,
     },
     /// A step asked for the output of a step that is not one of its prerequisites.
     #[error("step `{step_key}` is not a prerequisite of this step")]
@@ -244,7 +245,7 @@ impl Error {
             Self::WorkflowIdempotencyConflict { .. } => "workflow.idempotency_conflict",
             Self::WorkflowRunNotFound { .. } => "workflow.run_not_found",
             Self::WorkflowRunNotCancelable { .. } => "workflow.run_not_cancelable",
-            Self::ExternalStep { code, .. } => code,
+            Self::WorkflowConflict { code, .. } => code,
             Self::NotAPrerequisite { .. } => "workflow.not_a_prerequisite",
             Self::CorruptRow { .. } => "storage.corrupt_row",
             Self::Query(err) if err.is_connection_error() => "storage.unavailable",
@@ -271,7 +272,7 @@ impl Error {
             | Self::ActiveScheduleExists { .. }
             | Self::WorkflowIdempotencyConflict { .. }
             | Self::WorkflowRunNotCancelable { .. }
-            | Self::ExternalStep { .. } => ErrorCategory::Conflict,
+            | Self::WorkflowConflict { .. } => ErrorCategory::Conflict,
             Self::CorruptRow { .. } | Self::Query(_) => ErrorCategory::Storage,
         }
     }

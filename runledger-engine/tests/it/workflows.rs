@@ -681,3 +681,176 @@ async fn a_step_reading_a_step_that_is_not_its_prerequisite_gets_a_code(pool: Pg
         Some("workflow.not_a_prerequisite")
     );
 }
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn steps_appended_while_a_gate_waits_run_and_an_identical_retry_is_a_no_op(pool: PgPool) {
+    use runledger_engine::core::jobs::{JobType, WorkflowStepEnqueueBuilder};
+    use runledger_engine::postgres::jobs::{
+        WorkflowAppend, WorkflowAppendOutcome, append_workflow_steps,
+    };
+
+    let supervisor = start(&pool, "w-append").await;
+    let (meta, payload) = (json!({}), json!({"value": 3}));
+    let run = enqueue_workflow_run(&pool, &gate_run(&meta, &payload))
+        .await
+        .unwrap();
+    assert_eq!(run.status, WorkflowRunStatus::WaitingForExternal);
+
+    let (now, later) = (json!({"value": 10}), json!({"from": ["extra"]}));
+    let append = WorkflowAppend {
+        workflow_run_id: run.id,
+        organization_id: None,
+        mutation_key: "add-extra",
+        steps: vec![
+            WorkflowStepEnqueueBuilder::new(StepKey::new("extra"), JobType::new("wf.echo"), &now)
+                .build(),
+            WorkflowStepEnqueueBuilder::new(
+                StepKey::new("after-gate"),
+                JobType::new("wf.sum"),
+                &later,
+            )
+            .depends_on_success(StepKey::new("extra"))
+            .depends_on_success(StepKey::new("approval"))
+            .build(),
+        ],
+    };
+    assert_eq!(
+        append_workflow_steps(&pool, &append).await.unwrap(),
+        WorkflowAppendOutcome::Applied
+    );
+    assert_eq!(
+        append_workflow_steps(&pool, &append).await.unwrap(),
+        WorkflowAppendOutcome::AlreadyApplied
+    );
+    let mut changed = append.clone();
+    changed.steps.truncate(1);
+    let err = append_workflow_steps(&pool, &changed).await.unwrap_err();
+    assert_eq!(err.code(), "workflow.append_conflicting_retry");
+
+    // The appended step with no pending prerequisite runs while the gate still waits.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let steps = step_statuses(&pool, run.id).await;
+        if steps.contains(&("extra".to_owned(), WorkflowStepStatus::Succeeded)) {
+            assert!(steps.contains(&("after-gate".to_owned(), WorkflowStepStatus::Blocked)));
+            break;
+        }
+        assert!(Instant::now() < deadline, "{steps:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let approve = completion(run.id, WorkflowStepStatus::Succeeded, None, None);
+    complete_external_workflow_step(&pool, &approve)
+        .await
+        .unwrap();
+    wait_for_run(&pool, run.id, WorkflowRunStatus::Succeeded).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    let steps = list_workflow_steps(&pool, run.id).await.unwrap();
+    let after = steps.iter().find(|s| s.step_key == "after-gate").unwrap();
+    assert_eq!(
+        after.output,
+        Some(json!({"value": 10})),
+        "read the appended step's output"
+    );
+    assert_eq!(
+        after.dependencies,
+        vec![
+            ("approval".to_owned(), "SUCCESS".to_owned()),
+            ("extra".to_owned(), "SUCCESS".to_owned())
+        ]
+    );
+    let err = append_workflow_steps(
+        &pool,
+        &WorkflowAppend {
+            mutation_key: "too-late",
+            ..append.clone()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "workflow.append_run_finished");
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn admin_reads_list_and_count_runs_by_status_type_and_organization(pool: PgPool) {
+    use runledger_engine::postgres::jobs::{
+        WorkflowRunCountFilter, WorkflowRunListFilter, count_workflow_runs, list_workflow_runs,
+    };
+
+    catalog().sync_definitions(&pool).await.unwrap();
+    let org = uuid::Uuid::now_v7();
+    let (meta, payload) = (json!({}), json!({"value": 1}));
+    for (workflow_type, organization) in [
+        ("billing.invoice", Some(org)),
+        ("billing.refund", None),
+        ("profiles.research", Some(org)),
+    ] {
+        let mut builder = WorkflowDagBuilder::new(workflow_type, &meta);
+        if let Some(org) = organization {
+            builder = builder.organization_id(org);
+        }
+        let run = builder
+            .job("a", "wf.echo", &payload)
+            .unwrap()
+            .build()
+            .unwrap();
+        enqueue_workflow_run(&pool, &run).await.unwrap();
+    }
+    let gate = enqueue_workflow_run(&pool, &gate_run(&meta, &payload))
+        .await
+        .unwrap();
+
+    let billing = list_workflow_runs(
+        &pool,
+        &WorkflowRunListFilter {
+            workflow_type_contains: Some("BILLING".to_owned()),
+            ..WorkflowRunListFilter::default()
+        },
+    )
+    .await
+    .unwrap();
+    let types: Vec<_> = billing.iter().map(|r| r.workflow_type.as_str()).collect();
+    assert_eq!(types, ["billing.refund", "billing.invoice"], "newest first");
+
+    let count = |filter: WorkflowRunCountFilter| {
+        let pool = pool.clone();
+        async move { count_workflow_runs(&pool, &filter).await.unwrap() }
+    };
+    assert_eq!(count(WorkflowRunCountFilter::default()).await, 4);
+    assert_eq!(
+        count(WorkflowRunCountFilter {
+            organization_id: Some(org),
+            ..WorkflowRunCountFilter::default()
+        })
+        .await,
+        2
+    );
+    assert_eq!(
+        count(WorkflowRunCountFilter {
+            status: Some(WorkflowRunStatus::WaitingForExternal),
+            ..WorkflowRunCountFilter::default()
+        })
+        .await,
+        1
+    );
+    let page = list_workflow_runs(
+        &pool,
+        &WorkflowRunListFilter {
+            limit: 2,
+            ..WorkflowRunListFilter::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(page[0].id, gate.id);
+    let rest = list_workflow_runs(
+        &pool,
+        &WorkflowRunListFilter {
+            after: Some(page[1].id),
+            ..WorkflowRunListFilter::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(rest.len(), 2);
+}

@@ -19,5 +19,5 @@ pub use status::{
 pub use workflow::{
     WorkflowDagBuilder, WorkflowDependencyCondition, WorkflowRunEnqueue, WorkflowRunEnqueueBuilder,
     WorkflowStepDependency, WorkflowStepEnqueue, WorkflowStepEnqueueBuilder, WorkflowStepKind,
-    WorkflowValidationError,
+    WorkflowValidationError, canonical_steps, validate_steps,
 };

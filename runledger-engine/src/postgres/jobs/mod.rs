@@ -33,9 +33,11 @@ pub use handles::{
 };
 pub use workflows::{
     CompleteExternalWorkflowStepInput, EnqueuedWorkflowRun, ExternalStepCompletion,
-    WORKFLOW_RUN_CHANNEL, WorkflowRunHandleScope, WorkflowRunRecord, WorkflowStepRecord,
-    cancel_workflow_run, complete_external_workflow_step, enqueue_workflow_run,
-    get_prerequisite_output, get_workflow_run, list_workflow_steps,
+    WORKFLOW_RUN_CHANNEL, WorkflowAppend, WorkflowAppendOutcome, WorkflowRunCountFilter,
+    WorkflowRunHandleScope, WorkflowRunListFilter, WorkflowRunRecord, WorkflowStepRecord,
+    append_workflow_steps, cancel_workflow_run, complete_external_workflow_step,
+    count_workflow_runs, enqueue_workflow_run, get_prerequisite_output, get_workflow_run,
+    list_workflow_runs, list_workflow_steps,
 };
 
 /// The PostgreSQL channel that enqueue notifies (payload: the job type) when claimable jobs

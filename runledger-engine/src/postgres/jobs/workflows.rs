@@ -10,8 +10,8 @@ use sqlx::{Acquire, PgExecutor, Postgres};
 use uuid::Uuid;
 
 use crate::core::jobs::{
-    JobId, StepKey, WorkflowRunEnqueue, WorkflowRunId, WorkflowRunStatus, WorkflowStepId,
-    WorkflowStepKind, WorkflowStepStatus,
+    JobId, StepKey, WorkflowRunEnqueue, WorkflowRunId, WorkflowRunStatus, WorkflowStepEnqueue,
+    WorkflowStepId, WorkflowStepKind, WorkflowStepStatus,
 };
 use crate::postgres::error::{Error, Result};
 
@@ -102,20 +102,7 @@ where
         .iter()
         .filter_map(|step| step.job_type.as_ref().map(|t| t.as_str()))
         .collect();
-    let missing = sqlx::query_scalar!(
-        r#"
-        SELECT t.job_type AS "job_type!"
-        FROM unnest($1::text[]) AS t(job_type)
-        WHERE NOT EXISTS (
-            SELECT 1 FROM runledger.job_definitions d WHERE d.job_type = t.job_type AND d.is_enabled
-        )
-        LIMIT 1
-        "#,
-        &job_types as &[&str],
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    if let Some(job_type) = missing {
+    if let Some(job_type) = first_unavailable_type(&mut tx, &job_types).await? {
         return Err(Error::DefinitionNotFoundOrDisabled { job_type });
     }
 
@@ -172,22 +159,8 @@ where
         };
     }
 
-    insert_steps(&mut tx, run_id, run).await?;
-    let status = sqlx::query_scalar!(
-        r#"
-        WITH roots AS (
-            SELECT runledger.workflow_release_steps(
-                $1,
-                array(SELECT id FROM runledger.workflow_steps WHERE workflow_run_id = $1 AND deps_total = 0)
-            )
-        )
-        SELECT runledger.workflow_refresh_run($1) AS "status!: WorkflowRunStatus"
-        FROM roots
-        "#,
-        run_id,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+    let step_ids = insert_steps(&mut tx, run_id, &run.steps, &HashMap::new()).await?;
+    let status = settle_new_steps(&mut tx, run_id, &step_ids).await?;
     tx.commit().await?;
     Ok(EnqueuedWorkflowRun {
         id: WorkflowRunId(run_id),
@@ -196,47 +169,35 @@ where
     })
 }
 
-/// Inserts the steps and edges of a new run, set-based.
+/// Inserts steps and their edges into a run, set-based. `existing` maps the keys of steps
+/// already in the run to their ids (empty for a new run). Returns the new steps' ids.
 async fn insert_steps(
     conn: &mut sqlx::PgConnection,
     run_id: Uuid,
-    run: &WorkflowRunEnqueue<'_>,
-) -> Result<()> {
-    let ids: HashMap<&str, Uuid> = run
-        .steps
+    steps: &[WorkflowStepEnqueue<'_>],
+    existing: &HashMap<String, Uuid>,
+) -> Result<Vec<Uuid>> {
+    let ids: HashMap<&str, Uuid> = steps
         .iter()
         .map(|step| (step.step_key.as_str(), Uuid::now_v7()))
+        .chain(existing.iter().map(|(key, id)| (key.as_str(), *id)))
         .collect();
     let id_of = |key: &str| ids.get(key).copied().unwrap_or_default();
-    let step_ids: Vec<Uuid> = run
-        .steps
-        .iter()
-        .map(|s| id_of(s.step_key.as_str()))
-        .collect();
-    let keys: Vec<&str> = run.steps.iter().map(|s| s.step_key.as_str()).collect();
-    let kinds: Vec<&str> = run.steps.iter().map(|s| s.kind.as_str()).collect();
-    let job_types: Vec<Option<&str>> = run
-        .steps
+    let step_ids: Vec<Uuid> = steps.iter().map(|s| id_of(s.step_key.as_str())).collect();
+    let keys: Vec<&str> = steps.iter().map(|s| s.step_key.as_str()).collect();
+    let kinds: Vec<&str> = steps.iter().map(|s| s.kind.as_str()).collect();
+    let job_types: Vec<Option<&str>> = steps
         .iter()
         .map(|s| s.job_type.as_ref().map(|t| t.as_str()))
         .collect();
-    let payloads: Vec<Value> = run
-        .steps
-        .iter()
-        .map(|s| s.payload.as_ref().clone())
-        .collect();
-    let priorities: Vec<Option<i32>> = run.steps.iter().map(|s| s.priority).collect();
-    let attempts: Vec<Option<i32>> = run.steps.iter().map(|s| s.max_attempts).collect();
-    let timeouts: Vec<Option<i32>> = run.steps.iter().map(|s| s.timeout_seconds).collect();
-    let stages: Vec<Option<&str>> = run.steps.iter().map(|s| s.stage.as_deref()).collect();
-    let orgs: Vec<Option<Uuid>> = run.steps.iter().map(|s| s.organization_id).collect();
-    let metadata: Vec<Value> = run
-        .steps
-        .iter()
-        .map(|s| s.metadata.as_ref().clone())
-        .collect();
-    let deps: Vec<i32> = run
-        .steps
+    let payloads: Vec<Value> = steps.iter().map(|s| s.payload.as_ref().clone()).collect();
+    let priorities: Vec<Option<i32>> = steps.iter().map(|s| s.priority).collect();
+    let attempts: Vec<Option<i32>> = steps.iter().map(|s| s.max_attempts).collect();
+    let timeouts: Vec<Option<i32>> = steps.iter().map(|s| s.timeout_seconds).collect();
+    let stages: Vec<Option<&str>> = steps.iter().map(|s| s.stage.as_deref()).collect();
+    let orgs: Vec<Option<Uuid>> = steps.iter().map(|s| s.organization_id).collect();
+    let metadata: Vec<Value> = steps.iter().map(|s| s.metadata.as_ref().clone()).collect();
+    let deps: Vec<i32> = steps
         .iter()
         .map(|s| i32::try_from(s.dependencies.len()).unwrap_or(i32::MAX))
         .collect();
@@ -275,7 +236,7 @@ async fn insert_steps(
     let mut dependents = Vec::new();
     let mut prerequisites = Vec::new();
     let mut conditions = Vec::new();
-    for step in &run.steps {
+    for step in steps {
         for dependency in &step.dependencies {
             dependents.push(id_of(step.step_key.as_str()));
             prerequisites.push(id_of(dependency.prerequisite.as_str()));
@@ -299,7 +260,191 @@ async fn insert_steps(
         .execute(&mut *conn)
         .await?;
     }
-    Ok(())
+    Ok(step_ids)
+}
+
+/// Releases what the new steps allow and returns the run's refreshed status.
+async fn settle_new_steps(
+    conn: &mut sqlx::PgConnection,
+    run_id: Uuid,
+    step_ids: &[Uuid],
+) -> Result<WorkflowRunStatus> {
+    let status = sqlx::query_scalar!(
+        r#"SELECT runledger.workflow_settle_new_steps($1, $2) AS "status!: WorkflowRunStatus""#,
+        run_id,
+        step_ids,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(status)
+}
+
+/// A request to add steps to a run that has not finished, keyed by a mutation key.
+///
+/// ```
+/// use std::borrow::Cow;
+/// use runledger_engine::core::jobs::{JobType, StepKey, WorkflowRunId, WorkflowStepEnqueueBuilder};
+/// use runledger_engine::postgres::jobs::WorkflowAppend;
+///
+/// let payload = serde_json::json!({"channel": "email"});
+/// let notify = WorkflowStepEnqueueBuilder::new(StepKey::new("notify"), JobType::new("emails.send"), &payload)
+///     .depends_on_success(StepKey::new("approval"))
+///     .build();
+/// let append = WorkflowAppend {
+///     workflow_run_id: WorkflowRunId(uuid::Uuid::now_v7()),
+///     organization_id: None,
+///     mutation_key: "add-notify",
+///     steps: vec![notify],
+/// };
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowAppend<'a> {
+    /// The run.
+    pub workflow_run_id: WorkflowRunId,
+    /// The run's organization (`None`: a run without organization).
+    pub organization_id: Option<Uuid>,
+    /// Idempotency key of this mutation within the run.
+    pub mutation_key: &'a str,
+    /// The new steps; they may depend on existing steps and on each other.
+    pub steps: Vec<WorkflowStepEnqueue<'a>>,
+}
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WorkflowAppendOutcome {
+    /// The steps were added (and released where their prerequisites allow).
+    Applied,
+    /// The same mutation had already been applied; nothing changed.
+    AlreadyApplied,
+}
+
+/// Adds steps to a run that is still running or waiting on a gate, in one transaction.
+/// The mutation key makes it idempotent: an identical retry returns
+/// [`WorkflowAppendOutcome::AlreadyApplied`], a different request under the same key
+/// `workflow.append_conflicting_retry`. A finished run gives `workflow.append_run_finished`.
+pub async fn append_workflow_steps<'c, A>(
+    acquire: A,
+    append: &WorkflowAppend<'_>,
+) -> Result<WorkflowAppendOutcome>
+where
+    A: Acquire<'c, Database = Postgres>,
+{
+    let key = append.mutation_key;
+    if key.trim().is_empty() || key.chars().count() > 255 {
+        return Err(Error::invalid_input(
+            "workflow.invalid_mutation_key",
+            "the mutation key must be 1 to 255 characters and not blank",
+        ));
+    }
+    let run_id = append.workflow_run_id;
+    let mut conn = acquire.acquire().await?;
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let run = sqlx::query!(
+        r#"
+        SELECT status AS "status: WorkflowRunStatus", organization_id
+        FROM runledger.workflow_runs
+        WHERE id = $1
+        FOR UPDATE
+        "#,
+        run_id.0,
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .filter(|run| run.organization_id == append.organization_id)
+    .ok_or(Error::WorkflowRunNotFound { run_id })?;
+
+    let request = crate::core::jobs::canonical_steps(&append.steps);
+    let recorded = sqlx::query_scalar!(
+        r#"
+        INSERT INTO runledger.workflow_run_mutations (workflow_run_id, mutation_key, mutation_type, request)
+        VALUES ($1, $2, 'APPEND_STEPS', $3)
+        ON CONFLICT (workflow_run_id, mutation_key) DO NOTHING
+        RETURNING id
+        "#,
+        run_id.0,
+        key,
+        request,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if recorded.is_none() {
+        let same = sqlx::query_scalar!(
+            r#"
+            SELECT (request = $3) AS "same!"
+            FROM runledger.workflow_run_mutations
+            WHERE workflow_run_id = $1 AND mutation_key = $2
+            "#,
+            run_id.0,
+            key,
+            request,
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        return if same {
+            Ok(WorkflowAppendOutcome::AlreadyApplied)
+        } else {
+            Err(Error::WorkflowConflict {
+                code: "workflow.append_conflicting_retry",
+                subject: key.to_owned(),
+            })
+        };
+    }
+    if !matches!(
+        run.status,
+        WorkflowRunStatus::Running | WorkflowRunStatus::WaitingForExternal
+    ) {
+        return Err(Error::WorkflowConflict {
+            code: "workflow.append_run_finished",
+            subject: key.to_owned(),
+        });
+    }
+
+    let existing: HashMap<String, Uuid> = sqlx::query!(
+        "SELECT step_key, id FROM runledger.workflow_steps WHERE workflow_run_id = $1",
+        run_id.0,
+    )
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .map(|row| (row.step_key, row.id))
+    .collect();
+    let existing_keys: std::collections::BTreeSet<&str> =
+        existing.keys().map(String::as_str).collect();
+    crate::core::jobs::validate_steps(&existing_keys, &append.steps)?;
+    let job_types: Vec<&str> = append
+        .steps
+        .iter()
+        .filter_map(|step| step.job_type.as_ref().map(|t| t.as_str()))
+        .collect();
+    if let Some(job_type) = first_unavailable_type(&mut tx, &job_types).await? {
+        return Err(Error::DefinitionNotFoundOrDisabled { job_type });
+    }
+    let step_ids = insert_steps(&mut tx, run_id.0, &append.steps, &existing).await?;
+    settle_new_steps(&mut tx, run_id.0, &step_ids).await?;
+    tx.commit().await?;
+    Ok(WorkflowAppendOutcome::Applied)
+}
+
+/// The first of `job_types` without an enabled definition.
+async fn first_unavailable_type(
+    conn: &mut sqlx::PgConnection,
+    job_types: &[&str],
+) -> Result<Option<String>> {
+    let missing = sqlx::query_scalar!(
+        r#"
+        SELECT t.job_type AS "job_type!"
+        FROM unnest($1::text[]) AS t(job_type)
+        WHERE NOT EXISTS (
+            SELECT 1 FROM runledger.job_definitions d WHERE d.job_type = t.job_type AND d.is_enabled
+        )
+        LIMIT 1
+        "#,
+        job_types as &[&str],
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(missing)
 }
 
 /// Cancels a run within `scope`: pending and leased step jobs, open gates and blocked steps end
@@ -408,30 +553,30 @@ pub async fn complete_external_workflow_step<'e>(
     match outcome.as_str() {
         "completed" => Ok(ExternalStepCompletion::Completed),
         "already_completed" => Ok(ExternalStepCompletion::AlreadyCompleted),
-        "conflicting_completion" => Err(Error::ExternalStep {
+        "conflicting_completion" => Err(Error::WorkflowConflict {
             code: "workflow.external_step_conflicting_completion_retry",
-            step_key: step_key(),
+            subject: step_key(),
         }),
-        "conflicting_output" => Err(Error::ExternalStep {
+        "conflicting_output" => Err(Error::WorkflowConflict {
             code: "workflow.external_step_conflicting_output_retry",
-            step_key: step_key(),
+            subject: step_key(),
         }),
         "run_not_found" => Err(Error::WorkflowRunNotFound { run_id }),
-        "run_canceled" => Err(Error::ExternalStep {
+        "run_canceled" => Err(Error::WorkflowConflict {
             code: "workflow.run_canceled",
-            step_key: step_key(),
+            subject: step_key(),
         }),
-        "step_not_found" => Err(Error::ExternalStep {
+        "step_not_found" => Err(Error::WorkflowConflict {
             code: "workflow.step_not_found",
-            step_key: step_key(),
+            subject: step_key(),
         }),
-        "step_not_external" => Err(Error::ExternalStep {
+        "step_not_external" => Err(Error::WorkflowConflict {
             code: "workflow.step_not_external",
-            step_key: step_key(),
+            subject: step_key(),
         }),
-        "step_not_waiting" => Err(Error::ExternalStep {
+        "step_not_waiting" => Err(Error::WorkflowConflict {
             code: "workflow.external_step_not_waiting",
-            step_key: step_key(),
+            subject: step_key(),
         }),
         other => Err(Error::corrupt(format!(
             "unexpected external completion outcome {other}"
@@ -590,4 +735,93 @@ pub async fn get_prerequisite_output<'e>(
             step_key: prerequisite.to_owned(),
         }),
     }
+}
+
+/// Filters and page position for [`list_workflow_runs`]; runs come newest first.
+///
+/// ```
+/// use runledger_engine::core::jobs::WorkflowRunStatus;
+/// use runledger_engine::postgres::jobs::WorkflowRunListFilter;
+///
+/// let filter = WorkflowRunListFilter {
+///     status: Some(WorkflowRunStatus::WaitingForExternal),
+///     workflow_type_contains: Some("approval".to_owned()),
+///     ..WorkflowRunListFilter::default()
+/// };
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkflowRunListFilter {
+    /// Only runs in this status.
+    pub status: Option<WorkflowRunStatus>,
+    /// Only runs whose type contains this text (case-insensitive).
+    pub workflow_type_contains: Option<String>,
+    /// Only runs of this organization; `None` lists every organization's runs.
+    pub organization_id: Option<Uuid>,
+    /// Only runs older than this one (keyset pagination).
+    pub after: Option<WorkflowRunId>,
+    /// Page size, 1 to 1,000; 0 means 100.
+    pub limit: i64,
+}
+
+/// Filters for [`count_workflow_runs`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkflowRunCountFilter {
+    /// Only runs in this status.
+    pub status: Option<WorkflowRunStatus>,
+    /// Only runs whose type contains this text (case-insensitive).
+    pub workflow_type_contains: Option<String>,
+    /// Only runs of this organization; `None` counts every organization's runs.
+    pub organization_id: Option<Uuid>,
+}
+
+/// Lists runs, newest first, for operator views.
+pub async fn list_workflow_runs<'e>(
+    executor: impl PgExecutor<'e>,
+    filter: &WorkflowRunListFilter,
+) -> Result<Vec<WorkflowRunRecord>> {
+    let rows = sqlx::query_as!(
+        WorkflowRunRecord,
+        r#"
+        SELECT id AS "id: WorkflowRunId", workflow_type, organization_id,
+               status AS "status: WorkflowRunStatus", metadata, idempotency_key,
+               result_step_key, result, status_reason, created_at, updated_at, finished_at
+        FROM runledger.workflow_runs
+        WHERE ($1::text IS NULL OR status = $1)
+          AND ($2::text IS NULL OR strpos(lower(workflow_type), lower($2)) > 0)
+          AND ($3::uuid IS NULL OR organization_id = $3)
+          AND ($4::uuid IS NULL OR id < $4)
+        ORDER BY id DESC
+        LIMIT $5
+        "#,
+        filter.status.map(WorkflowRunStatus::as_str),
+        filter.workflow_type_contains.as_deref(),
+        filter.organization_id,
+        filter.after.map(|id| id.0),
+        super::reads::page_size(filter.limit),
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// Counts runs, e.g. failed runs or runs waiting for an external step.
+pub async fn count_workflow_runs<'e>(
+    executor: impl PgExecutor<'e>,
+    filter: &WorkflowRunCountFilter,
+) -> Result<i64> {
+    let count = sqlx::query_scalar!(
+        r#"
+        SELECT count(*) AS "count!"
+        FROM runledger.workflow_runs
+        WHERE ($1::text IS NULL OR status = $1)
+          AND ($2::text IS NULL OR strpos(lower(workflow_type), lower($2)) > 0)
+          AND ($3::uuid IS NULL OR organization_id = $3)
+        "#,
+        filter.status.map(WorkflowRunStatus::as_str),
+        filter.workflow_type_contains.as_deref(),
+        filter.organization_id,
+    )
+    .fetch_one(executor)
+    .await?;
+    Ok(count)
 }

@@ -6,5 +6,5 @@ mod model;
 pub use builder::{WorkflowDagBuilder, WorkflowRunEnqueueBuilder, WorkflowStepEnqueueBuilder};
 pub use model::{
     WorkflowDependencyCondition, WorkflowRunEnqueue, WorkflowStepDependency, WorkflowStepEnqueue,
-    WorkflowStepKind, WorkflowValidationError,
+    WorkflowStepKind, WorkflowValidationError, canonical_steps, validate_steps,
 };

@@ -252,41 +252,8 @@ impl WorkflowRunEnqueue<'_> {
         {
             return Err(WorkflowValidationError::InvalidIdempotencyKey);
         }
-        if self.steps.is_empty() {
-            return Err(WorkflowValidationError::EmptyWorkflow);
-        }
-        let mut keys = BTreeSet::new();
-        for step in &self.steps {
-            step.validate()?;
-            if !keys.insert(step.step_key.as_str()) {
-                return Err(WorkflowValidationError::DuplicateStepKey {
-                    step_key: step.step_key.to_string(),
-                });
-            }
-        }
-        for step in &self.steps {
-            let mut seen = BTreeSet::new();
-            for dependency in &step.dependencies {
-                let prerequisite = dependency.prerequisite.as_str();
-                if prerequisite == step.step_key.as_str() {
-                    return Err(WorkflowValidationError::SelfDependency {
-                        step_key: step.step_key.to_string(),
-                    });
-                }
-                if !keys.contains(prerequisite) {
-                    return Err(WorkflowValidationError::UnknownPrerequisite {
-                        step_key: step.step_key.to_string(),
-                        prerequisite: prerequisite.to_owned(),
-                    });
-                }
-                if !seen.insert(prerequisite) {
-                    return Err(WorkflowValidationError::DuplicateDependency {
-                        step_key: step.step_key.to_string(),
-                        prerequisite: prerequisite.to_owned(),
-                    });
-                }
-            }
-        }
+        validate_steps(&BTreeSet::new(), &self.steps)?;
+        let keys: BTreeSet<&str> = self.steps.iter().map(|s| s.step_key.as_str()).collect();
         if let Some(result) = &self.result_step
             && !keys.contains(result.as_str())
         {
@@ -294,39 +261,14 @@ impl WorkflowRunEnqueue<'_> {
                 step_key: result.to_string(),
             });
         }
-        check_acyclic(&self.steps)
+        Ok(())
     }
 
     /// The canonical form stored for idempotency: steps sorted by key, dependencies sorted, so
     /// a reordered but otherwise identical request is the same request. An absent result step
     /// is omitted.
     pub fn canonical_snapshot(&self) -> Value {
-        let mut steps: Vec<&WorkflowStepEnqueue<'_>> = self.steps.iter().collect();
-        steps.sort_by(|a, b| a.step_key.cmp(&b.step_key));
-        let steps: Vec<Value> = steps
-            .into_iter()
-            .map(|step| {
-                let mut dependencies: Vec<(&str, &str)> = step
-                    .dependencies
-                    .iter()
-                    .map(|d| (d.prerequisite.as_str(), d.condition.as_str()))
-                    .collect();
-                dependencies.sort_unstable();
-                json!({
-                    "step_key": step.step_key.as_str(),
-                    "kind": step.kind.as_str(),
-                    "job_type": step.job_type.as_ref().map(JobType::as_str),
-                    "payload": step.payload.as_ref(),
-                    "priority": step.priority,
-                    "max_attempts": step.max_attempts,
-                    "timeout_seconds": step.timeout_seconds,
-                    "stage": step.stage.as_deref(),
-                    "organization_id": step.organization_id,
-                    "metadata": step.metadata.as_ref(),
-                    "dependencies": dependencies,
-                })
-            })
-            .collect();
+        let steps = canonical_steps(&self.steps);
         let mut snapshot = json!({
             "workflow_type": self.workflow_type.as_str(),
             "organization_id": self.organization_id,
@@ -385,15 +327,117 @@ impl WorkflowStepEnqueue<'_> {
     }
 }
 
-/// Kahn's algorithm; reports a step left on a cycle.
-fn check_acyclic(steps: &[WorkflowStepEnqueue<'_>]) -> Result<(), WorkflowValidationError> {
+/// The canonical JSON of a list of steps: sorted by key, dependencies sorted, so declaration
+/// order does not matter. Used for idempotency snapshots of runs and appends.
+pub fn canonical_steps(steps: &[WorkflowStepEnqueue<'_>]) -> Value {
+    let mut steps: Vec<&WorkflowStepEnqueue<'_>> = steps.iter().collect();
+    steps.sort_by(|a, b| a.step_key.cmp(&b.step_key));
+    let steps: Vec<Value> = steps
+        .into_iter()
+        .map(|step| {
+            let mut dependencies: Vec<(&str, &str)> = step
+                .dependencies
+                .iter()
+                .map(|d| (d.prerequisite.as_str(), d.condition.as_str()))
+                .collect();
+            dependencies.sort_unstable();
+            json!({
+                "step_key": step.step_key.as_str(),
+                "kind": step.kind.as_str(),
+                "job_type": step.job_type.as_ref().map(JobType::as_str),
+                "payload": step.payload.as_ref(),
+                "priority": step.priority,
+                "max_attempts": step.max_attempts,
+                "timeout_seconds": step.timeout_seconds,
+                "stage": step.stage.as_deref(),
+                "organization_id": step.organization_id,
+                "metadata": step.metadata.as_ref(),
+                "dependencies": dependencies,
+            })
+        })
+        .collect();
+    Value::Array(steps)
+}
+
+/// Validates `steps` as additions to a run whose steps are `existing` (empty for a new run):
+/// step settings, unique keys, known prerequisites (new or existing), no self or duplicate
+/// edges, and no cycle.
+///
+/// ```
+/// use std::collections::BTreeSet;
+/// use std::borrow::Cow;
+/// use runledger_engine::core::jobs::{validate_steps, JobType, StepKey, WorkflowStepEnqueue};
+///
+/// let payload = serde_json::json!({});
+/// let step = WorkflowStepEnqueue::job(StepKey::new("notify"), JobType::new("emails.send"), Cow::Borrowed(&payload));
+/// let existing = BTreeSet::from(["approval"]);
+/// assert!(validate_steps(&existing, &[step]).is_ok());
+/// ```
+pub fn validate_steps(
+    existing: &BTreeSet<&str>,
+    steps: &[WorkflowStepEnqueue<'_>],
+) -> Result<(), WorkflowValidationError> {
+    if steps.is_empty() {
+        return Err(WorkflowValidationError::EmptyWorkflow);
+    }
+    let mut keys = existing.clone();
+    for step in steps {
+        step.validate()?;
+        if !keys.insert(step.step_key.as_str()) {
+            return Err(WorkflowValidationError::DuplicateStepKey {
+                step_key: step.step_key.to_string(),
+            });
+        }
+    }
+    for step in steps {
+        let mut seen = BTreeSet::new();
+        for dependency in &step.dependencies {
+            let prerequisite = dependency.prerequisite.as_str();
+            if prerequisite == step.step_key.as_str() {
+                return Err(WorkflowValidationError::SelfDependency {
+                    step_key: step.step_key.to_string(),
+                });
+            }
+            if !keys.contains(prerequisite) {
+                return Err(WorkflowValidationError::UnknownPrerequisite {
+                    step_key: step.step_key.to_string(),
+                    prerequisite: prerequisite.to_owned(),
+                });
+            }
+            if !seen.insert(prerequisite) {
+                return Err(WorkflowValidationError::DuplicateDependency {
+                    step_key: step.step_key.to_string(),
+                    prerequisite: prerequisite.to_owned(),
+                });
+            }
+        }
+    }
+    check_acyclic(existing, steps)
+}
+
+/// Kahn's algorithm over the new steps (edges to existing steps cannot close a cycle);
+/// reports a step left on a cycle.
+fn check_acyclic(
+    existing: &BTreeSet<&str>,
+    steps: &[WorkflowStepEnqueue<'_>],
+) -> Result<(), WorkflowValidationError> {
+    let internal = |step: &WorkflowStepEnqueue<'_>| {
+        step.dependencies
+            .iter()
+            .filter(|d| !existing.contains(d.prerequisite.as_str()))
+            .count()
+    };
     let mut pending: BTreeMap<&str, usize> = steps
         .iter()
-        .map(|s| (s.step_key.as_str(), s.dependencies.len()))
+        .map(|s| (s.step_key.as_str(), internal(s)))
         .collect();
     let mut dependents: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for step in steps {
-        for dependency in &step.dependencies {
+        for dependency in step
+            .dependencies
+            .iter()
+            .filter(|d| !existing.contains(d.prerequisite.as_str()))
+        {
             dependents
                 .entry(dependency.prerequisite.as_str())
                 .or_default()
