@@ -2,6 +2,10 @@
 -- job rows of workflow steps so that every path that finishes a job (batched completion,
 -- failure, reaper, cancellation) releases dependents in the same transaction.
 
+-- The step key travels with a step's job so that a claim can hand it to the handler without
+-- a join.
+ALTER TABLE runledger.job_queue ADD COLUMN workflow_step_key text;
+
 -- Releases BLOCKED steps whose dependencies are all done: job steps get a job row (and become
 -- ENQUEUED), external steps start WAITING_FOR_EXTERNAL.
 CREATE FUNCTION runledger.workflow_release_steps(p_run uuid, p_steps uuid[]) RETURNS void
@@ -20,11 +24,11 @@ BEGIN
     jobs AS (
         INSERT INTO runledger.job_queue (
             id, job_type, organization_id, payload, priority, max_attempts, timeout_seconds,
-            workflow_run_id, workflow_step_id
+            workflow_run_id, workflow_step_id, workflow_step_key
         )
         SELECT r.job_id, s.job_type, coalesce(s.organization_id, w.organization_id), s.payload,
                coalesce(s.priority, d.priority), coalesce(s.max_attempts, d.max_attempts),
-               coalesce(s.timeout_seconds, d.timeout_seconds), p_run, s.id
+               coalesce(s.timeout_seconds, d.timeout_seconds), p_run, s.id, s.step_key
         FROM released r
         JOIN runledger.workflow_steps s ON s.id = r.step_id
         JOIN runledger.workflow_runs w ON w.id = s.workflow_run_id

@@ -3,9 +3,11 @@
 //! and flush successes in batches.
 
 use std::collections::{HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
@@ -738,9 +740,11 @@ async fn run_handler(
         })));
     }
     let timeout = Duration::from_secs(u64::try_from(job.timeout_seconds).unwrap_or(1));
-    let mut task = tokio::spawn(async move { handler.execute(context, job.payload).await });
-    let outcome = tokio::select! {
-        joined = tokio::time::timeout(timeout, &mut task) => match joined {
+    // The handler runs inside this job's task; catching the unwind keeps a panic to this job,
+    // and dropping the future (timeout, lost lease, hard stop) cancels it.
+    let run = AssertUnwindSafe(handler.execute(context, job.payload)).catch_unwind();
+    tokio::select! {
+        finished = tokio::time::timeout(timeout, run) => match finished {
             Err(_) => Outcome::Failure(JobFailure::new(
                 JobFailureKind::Timeout,
                 "job.timeout",
@@ -748,21 +752,15 @@ async fn run_handler(
             )),
             Ok(Ok(Ok(completion))) => Outcome::Success(completion),
             Ok(Ok(Err(failure))) => Outcome::Failure(failure),
-            Ok(Err(join_error)) if join_error.is_panic() => {
-                let message = panic_message(join_error.into_panic().as_ref());
+            Ok(Err(panic)) => {
+                let message = panic_message(panic.as_ref());
                 tracing::error!(%message, "job handler panicked");
                 Outcome::Failure(JobFailure::new(JobFailureKind::Panicked, "job.panicked", message))
             }
-            Ok(Err(_)) => Outcome::Failure(JobFailure::retryable(
-                "job.handler_cancelled",
-                "the handler task was cancelled",
-            )),
         },
         () = lost.cancelled() => Outcome::LeaseLost,
         () = hard_stop.cancelled() => Outcome::Aborted,
-    };
-    task.abort();
-    outcome
+    }
 }
 
 /// Reads prerequisite outputs of one workflow step from the database.

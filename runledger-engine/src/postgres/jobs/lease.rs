@@ -183,7 +183,8 @@ pub async fn claim_jobs<'e>(
             WHERE q.id = picked.id
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.priority, q.attempt,
                       q.attempt_floor, q.max_attempts, q.timeout_seconds, q.worker_id,
-                      q.lease_expires_at, q.next_run_at, q.workflow_run_id, q.workflow_step_id
+                      q.lease_expires_at, q.next_run_at, q.workflow_run_id, q.workflow_step_id,
+                      q.workflow_step_key
         )
         SELECT id AS "id: JobId",
                job_type,
@@ -198,9 +199,7 @@ pub async fn claim_jobs<'e>(
                lease_expires_at AS "lease_expires_at!",
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",
-               CASE WHEN workflow_step_id IS NOT NULL THEN (
-                   SELECT s.step_key FROM runledger.workflow_steps s WHERE s.id = workflow_step_id
-               ) END AS workflow_step_key
+               workflow_step_key
         FROM leased
         ORDER BY priority DESC, next_run_at, id
         "#,
