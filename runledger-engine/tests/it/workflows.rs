@@ -854,3 +854,78 @@ async fn admin_reads_list_and_count_runs_by_status_type_and_organization(pool: P
     .unwrap();
     assert_eq!(rest.len(), 2);
 }
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_retried_step_stays_active_and_its_dependent_waits_for_the_retry(pool: PgPool) {
+    let catalog = catalog().job(
+        "wf.flaky",
+        handler("wf.flaky", |ctx, _| async move {
+            if ctx.attempt == 1 {
+                Err(JobFailure::retryable("wf.later", "try again").with_retry_after(Duration::ZERO))
+            } else {
+                Ok(JobCompletion::with_output(json!({ "value": 4 })))
+            }
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    runledger_engine::postgres::jobs::upsert_job_definition(
+        &pool,
+        &runledger_engine::postgres::jobs::JobDefinitionUpsert::new("wf.flaky")
+            .retry_delays_ms(2_000, 2_000),
+    )
+    .await
+    .unwrap();
+    let (meta, empty, sum) = (json!({}), json!({}), json!({"from": ["flaky"]}));
+    let run = WorkflowDagBuilder::new("wf.retry", &meta)
+        .job("flaky", "wf.flaky", &empty)
+        .unwrap()
+        .job("sum", "wf.sum", &sum)
+        .unwrap()
+        .after_success("sum", ["flaky"])
+        .unwrap()
+        .result_step("sum")
+        .unwrap()
+        .build()
+        .unwrap();
+    let handle = enqueue_workflow_run_handle(&pool, &run).await.unwrap();
+    let supervisor = Supervisor::builder(&pool, fast_config("w-flaky"))
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap();
+
+    // While the retry is pending the step is ENQUEUED again, not failed, and the run runs on.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let attempts: i64 = sqlx::query_scalar("SELECT count(*) FROM runledger.job_attempts")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        let steps = step_statuses(&pool, handle.id()).await;
+        if attempts >= 1 && steps[0].1 != WorkflowStepStatus::Succeeded {
+            assert!(
+                matches!(
+                    steps[0].1,
+                    WorkflowStepStatus::Enqueued | WorkflowStepStatus::Running
+                ),
+                "{steps:?}"
+            );
+            assert_eq!(steps[1].1, WorkflowStepStatus::Blocked);
+            assert_eq!(
+                handle.get_status().await.unwrap(),
+                WorkflowRunStatus::Running
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the first attempt never failed: {steps:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        handle.get_result(wait_long()).await.unwrap(),
+        json!({"value": 4})
+    );
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+}
