@@ -206,6 +206,26 @@ pub enum Error {
         /// The requested step.
         step_key: String,
     },
+    /// A cron expression could not be parsed.
+    #[error("invalid cron expression `{expression}`")]
+    InvalidCron {
+        /// The expression.
+        expression: String,
+        /// The parser's reason, for logs.
+        reason: String,
+    },
+    /// No schedule has this name.
+    #[error("job schedule `{name}` not found")]
+    ScheduleNotFound {
+        /// The name.
+        name: String,
+    },
+    /// An active schedule needs an enabled job definition.
+    #[error("job type `{job_type}` of an active schedule is not defined or is disabled")]
+    ScheduleDefinitionUnavailable {
+        /// The job type.
+        job_type: String,
+    },
     /// A row held a value this version cannot interpret.
     #[error("stored data could not be read")]
     CorruptRow {
@@ -242,6 +262,11 @@ impl Error {
             Self::WorkflowCancelNotSupported { .. } => "job.workflow_cancel_not_supported",
             Self::ActiveScheduleExists { .. } => "job_definition.active_schedule_exists",
             Self::InvalidWorkflow(err) => err.code(),
+            Self::InvalidCron { .. } => "job_schedule.invalid_cron",
+            Self::ScheduleNotFound { .. } => "job_schedule.not_found",
+            Self::ScheduleDefinitionUnavailable { .. } => {
+                "job_schedule.definition_not_found_or_disabled"
+            }
             Self::WorkflowIdempotencyConflict { .. } => "workflow.idempotency_conflict",
             Self::WorkflowRunNotFound { .. } => "workflow.run_not_found",
             Self::WorkflowRunNotCancelable { .. } => "workflow.run_not_cancelable",
@@ -256,9 +281,12 @@ impl Error {
     /// The broad class of the error.
     pub fn category(&self) -> ErrorCategory {
         match self {
-            Self::InvalidIdentifier(_) | Self::InvalidInput { .. } | Self::InvalidWorkflow(_) => {
-                ErrorCategory::Validation
-            }
+            Self::InvalidIdentifier(_)
+            | Self::InvalidInput { .. }
+            | Self::InvalidWorkflow(_)
+            | Self::InvalidCron { .. } => ErrorCategory::Validation,
+            Self::ScheduleNotFound { .. } => ErrorCategory::NotFound,
+            Self::ScheduleDefinitionUnavailable { .. } => ErrorCategory::Conflict,
             Self::DefinitionNotFound { .. }
             | Self::JobNotFound { .. }
             | Self::WorkflowRunNotFound { .. } => ErrorCategory::NotFound,
@@ -282,6 +310,9 @@ impl Error {
         match self {
             Self::Query(err) => err.internal_message(),
             Self::CorruptRow { detail } => format!("corrupt row: {detail}"),
+            Self::InvalidCron { expression, reason } => {
+                format!("invalid cron expression `{expression}`: {reason}")
+            }
             other => other.to_string(),
         }
     }

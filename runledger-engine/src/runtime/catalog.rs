@@ -4,11 +4,15 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
+use serde_json::Value;
 use sqlx::PgPool;
+use uuid::Uuid;
 
 use crate::core::jobs::{IdentifierError, JobType};
 use crate::postgres::jobs::{
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_SECONDS, JobDefinitionUpsert, sync_job_definitions,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_SECONDS, JobDefinitionUpsert, JobScheduleUpsert,
+    job_schedule, sync_job_definitions, sync_job_schedules,
 };
 use crate::runtime::registry::{JobHandler, JobRegistry, RegistryError};
 
@@ -59,6 +63,20 @@ pub enum CatalogError {
         /// The job type.
         job_type: String,
     },
+    /// A catalog schedule names a job type the catalog does not register.
+    #[error("schedule `{name}` names job type `{job_type}`, which the catalog does not register")]
+    ScheduleUnknownJobType {
+        /// The schedule.
+        name: String,
+        /// Its job type.
+        job_type: String,
+    },
+    /// Two catalog schedules share a name.
+    #[error("schedule `{name}` is registered twice in the catalog")]
+    DuplicateSchedule {
+        /// The name.
+        name: String,
+    },
     /// Writing the definitions failed.
     #[error(transparent)]
     Persistence(Box<crate::postgres::Error>),
@@ -75,6 +93,8 @@ impl CatalogError {
             Self::UnknownJobType { .. } => "catalog.unknown_job_type",
             Self::InvalidScope { .. } => "catalog.invalid_scope",
             Self::ActiveScheduleExists { .. } => "job_definition.active_schedule_exists",
+            Self::ScheduleUnknownJobType { .. } => "catalog.schedule_unknown_job_type",
+            Self::DuplicateSchedule { .. } => "catalog.duplicate_schedule",
             Self::Persistence(err) => err.code(),
         }
     }
@@ -215,6 +235,115 @@ impl JobCatalogSyncScope {
     }
 }
 
+/// The schedule names an exact schedule sync owns: active schedules in this set that the
+/// synced specs lack are deactivated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobCatalogScheduleSyncScope {
+    names: Vec<String>,
+}
+
+impl JobCatalogScheduleSyncScope {
+    /// A scope of explicit schedule names (not empty, none blank).
+    pub fn new<I, S>(names: I) -> Result<Self, CatalogError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let names: BTreeSet<String> = names.into_iter().map(Into::into).collect();
+        if names.is_empty() || names.iter().any(|name| name.trim().is_empty()) {
+            return Err(CatalogError::InvalidScope {
+                reason: "a schedule scope must name at least one schedule, none blank".to_owned(),
+            });
+        }
+        Ok(Self {
+            names: names.into_iter().collect(),
+        })
+    }
+
+    /// The owned schedule names, sorted.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+/// A schedule declared next to its handler in the catalog. Times are UTC.
+///
+/// ```
+/// use runledger_engine::runtime::catalog::CatalogJobScheduleSpec;
+///
+/// let spec = CatalogJobScheduleSpec {
+///     name: "profiles.refresh.hourly",
+///     job_type: "profiles.refresh",
+///     cron_expr: "0 0 * * * *",
+///     payload_template: &serde_json::json!({}),
+///     is_active: true,
+///     organization_id: None,
+///     max_jitter_seconds: 0,
+///     next_fire_at: None,
+/// };
+/// assert_eq!(spec.cron_expr, "0 0 * * * *");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CatalogJobScheduleSpec<'a> {
+    /// Unique schedule name.
+    pub name: &'a str,
+    /// The job type each fire enqueues.
+    pub job_type: &'a str,
+    /// UTC cron expression: seconds field, 5-field, or an `@hourly`-style alias.
+    pub cron_expr: &'a str,
+    /// Payload template (each job also gets `schedule` and `scheduled_for`).
+    pub payload_template: &'a Value,
+    /// Applied on every sync.
+    pub is_active: bool,
+    /// Organization of the enqueued jobs.
+    pub organization_id: Option<Uuid>,
+    /// Upper bound of the deterministic per-fire delay.
+    pub max_jitter_seconds: i32,
+    /// First fire when the schedule is created or its cron changes; default: the next cron
+    /// fire after now.
+    pub next_fire_at: Option<DateTime<Utc>>,
+}
+
+impl<'a> CatalogJobScheduleSpec<'a> {
+    fn upsert(&self) -> JobScheduleUpsert<'a> {
+        let mut upsert = job_schedule(self.name, self.job_type, self.cron_expr)
+            .payload_template(self.payload_template)
+            .active(self.is_active)
+            .max_jitter_seconds(self.max_jitter_seconds);
+        upsert.organization_id = self.organization_id;
+        upsert.next_fire_at = self.next_fire_at;
+        upsert
+    }
+}
+
+/// An owned copy of a catalog schedule spec.
+#[derive(Debug, Clone)]
+struct CatalogSchedule {
+    name: String,
+    job_type: String,
+    cron_expr: String,
+    payload_template: Value,
+    is_active: bool,
+    organization_id: Option<Uuid>,
+    max_jitter_seconds: i32,
+    next_fire_at: Option<DateTime<Utc>>,
+}
+
+impl CatalogSchedule {
+    fn spec(&self) -> CatalogJobScheduleSpec<'_> {
+        CatalogJobScheduleSpec {
+            name: &self.name,
+            job_type: &self.job_type,
+            cron_expr: &self.cron_expr,
+            payload_template: &self.payload_template,
+            is_active: self.is_active,
+            organization_id: self.organization_id,
+            max_jitter_seconds: self.max_jitter_seconds,
+            next_fire_at: self.next_fire_at,
+        }
+    }
+}
+
 struct CatalogEntry {
     job_type: String,
     handler: Arc<dyn JobHandler>,
@@ -257,6 +386,7 @@ pub struct JobCatalog {
     defaults: JobCatalogDefaults,
     entries: Vec<CatalogEntry>,
     pending_overrides: Vec<(String, JobCatalogDefinitionOverrides)>,
+    schedules: Vec<CatalogSchedule>,
 }
 
 impl std::fmt::Debug for JobCatalog {
@@ -315,6 +445,91 @@ impl JobCatalog {
         self.pending_overrides
             .push((job_type.to_owned(), overrides));
         self
+    }
+
+    /// Declares a schedule for a job type registered (earlier in the chain) in this catalog.
+    /// The membership check happens now; a mistake is reported by the sync calls.
+    pub fn schedule(mut self, spec: CatalogJobScheduleSpec<'_>) -> Self {
+        self.schedules.push(CatalogSchedule {
+            name: spec.name.to_owned(),
+            job_type: spec.job_type.to_owned(),
+            cron_expr: spec.cron_expr.to_owned(),
+            payload_template: spec.payload_template.clone(),
+            is_active: spec.is_active,
+            organization_id: spec.organization_id,
+            max_jitter_seconds: spec.max_jitter_seconds,
+            next_fire_at: spec.next_fire_at,
+        });
+        self
+    }
+
+    fn validate_schedules(&self) -> Result<(), CatalogError> {
+        let mut names = BTreeSet::new();
+        for schedule in &self.schedules {
+            if !self.entries.iter().any(|e| e.job_type == schedule.job_type) {
+                return Err(CatalogError::ScheduleUnknownJobType {
+                    name: schedule.name.clone(),
+                    job_type: schedule.job_type.clone(),
+                });
+            }
+            if !names.insert(schedule.name.as_str()) {
+                return Err(CatalogError::DuplicateSchedule {
+                    name: schedule.name.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The exact-sync scope made of this catalog's schedule names.
+    pub fn schedule_sync_scope(&self) -> Result<JobCatalogScheduleSyncScope, CatalogError> {
+        self.validate_schedules()?;
+        JobCatalogScheduleSyncScope::new(self.schedules.iter().map(|s| s.name.clone()))
+    }
+
+    /// Syncs the catalog's schedules: creates missing ones, applies every spec's `is_active`
+    /// (an admin pause is overwritten), and keeps each cursor while its cron is unchanged.
+    pub async fn sync_schedules(&self, pool: &PgPool) -> Result<(), CatalogError> {
+        self.validate_schedules()?;
+        let specs: Vec<CatalogJobScheduleSpec<'_>> =
+            self.schedules.iter().map(CatalogSchedule::spec).collect();
+        Self::sync_schedules_with(pool, &specs).await
+    }
+
+    /// Syncs schedule specs assembled at startup (from config, flags, tenants) rather than
+    /// declared in the catalog chain.
+    pub async fn sync_schedules_with(
+        pool: &PgPool,
+        specs: &[CatalogJobScheduleSpec<'_>],
+    ) -> Result<(), CatalogError> {
+        let upserts: Vec<JobScheduleUpsert<'_>> =
+            specs.iter().map(CatalogJobScheduleSpec::upsert).collect();
+        sync_job_schedules(pool, &upserts, None).await?;
+        Ok(())
+    }
+
+    /// Like [`Self::sync_schedules`], and deactivates active schedules of `scope` that the
+    /// catalog lacks; returns their names.
+    pub async fn sync_schedules_exact(
+        &self,
+        pool: &PgPool,
+        scope: &JobCatalogScheduleSyncScope,
+    ) -> Result<Vec<String>, CatalogError> {
+        self.validate_schedules()?;
+        let specs: Vec<CatalogJobScheduleSpec<'_>> =
+            self.schedules.iter().map(CatalogSchedule::spec).collect();
+        Self::sync_schedules_exact_with(pool, &specs, scope).await
+    }
+
+    /// Exact sync of an explicit spec list against an explicit scope.
+    pub async fn sync_schedules_exact_with(
+        pool: &PgPool,
+        specs: &[CatalogJobScheduleSpec<'_>],
+        scope: &JobCatalogScheduleSyncScope,
+    ) -> Result<Vec<String>, CatalogError> {
+        let upserts: Vec<JobScheduleUpsert<'_>> =
+            specs.iter().map(CatalogJobScheduleSpec::upsert).collect();
+        Ok(sync_job_schedules(pool, &upserts, Some(scope.names())).await?)
     }
 
     /// The registered job types, in registration order.

@@ -1,5 +1,5 @@
 //! The worker runtime: handler registry and catalog, configuration, the worker and reaper
-//! loops, lifecycle observers and the [`Supervisor`] that runs them.
+//! and scheduler loops, lifecycle observers and the [`Supervisor`] that runs them.
 
 pub mod catalog;
 pub mod config;
@@ -7,6 +7,7 @@ pub mod error;
 pub mod observer;
 pub mod reaper;
 pub mod registry;
+pub mod scheduler;
 pub mod supervisor;
 pub mod worker;
 
@@ -28,7 +29,8 @@ pub use supervisor::{Supervisor, SupervisorBuilder, SupervisorShutdown};
 /// ```
 pub mod prelude {
     pub use super::catalog::{
-        JobCatalog, JobCatalogDefaults, JobCatalogDefinitionOverrides, JobCatalogSyncScope,
+        CatalogJobScheduleSpec, JobCatalog, JobCatalogDefaults, JobCatalogDefinitionOverrides,
+        JobCatalogScheduleSyncScope, JobCatalogSyncScope,
     };
     pub use super::config::JobsConfig;
     pub use super::registry::{JobHandler, JobRegistry};

@@ -1,4 +1,4 @@
-//! The Supervisor: starts the worker and reaper loops of a worker process, watches them, and
+//! The Supervisor: starts the worker, reaper and scheduler loops of a worker process, watches them, and
 //! shuts them down within a deadline.
 
 use std::collections::HashMap;
@@ -18,6 +18,7 @@ use crate::runtime::error::{RuntimeError, RuntimeLoopExit};
 use crate::runtime::observer::{JobLifecycleObserver, JobLifecycleObservers};
 use crate::runtime::reaper::{Reaper, ReaperConfig};
 use crate::runtime::registry::JobRegistry;
+use crate::runtime::scheduler::{Scheduler, SchedulerConfig};
 use crate::runtime::worker::{Worker, WorkerConfig};
 
 /// How long loops get to finish after the deadline's hard stop before they are aborted.
@@ -112,10 +113,11 @@ impl SupervisorBuilder {
             observers.clone(),
         )?;
         let reaper = Reaper::new(
-            self.pool,
+            self.pool.clone(),
             ReaperConfig::from_jobs_config(&self.config),
             observers,
         )?;
+        let scheduler = Scheduler::new(self.pool, SchedulerConfig::from_jobs_config(&self.config))?;
 
         let mut tasks = JoinSet::new();
         let mut names = HashMap::new();
@@ -131,6 +133,12 @@ impl SupervisorBuilder {
                 .instrument(tracing::info_span!("runledger.reaper")),
         );
         names.insert(handle.id(), "reaper");
+        let stop = shutdown.clone();
+        let handle = tasks.spawn(
+            async move { ("scheduler", scheduler.run(stop).await) }
+                .instrument(tracing::info_span!("runledger.scheduler")),
+        );
+        names.insert(handle.id(), "scheduler");
         tracing::info!(worker.id = %self.config.worker_id, "supervisor started");
         Ok(Supervisor {
             tasks,
@@ -144,7 +152,7 @@ impl SupervisorBuilder {
     }
 }
 
-/// Runs the worker and reaper loops of one worker process.
+/// Runs the worker, reaper and scheduler loops of one worker process.
 ///
 /// `build()` starts the loops; then either hand the process over to
 /// [`Supervisor::run_until_shutdown`] (the usual choice for a worker binary), or keep the

@@ -14,5 +14,6 @@ mod enqueue;
 mod reads;
 mod recovery;
 mod runtime;
+mod schedules;
 mod schema;
 mod workflows;

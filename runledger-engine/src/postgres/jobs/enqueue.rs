@@ -224,7 +224,7 @@ where
     }
 }
 
-async fn enqueue_on(
+pub(crate) async fn enqueue_on(
     conn: &mut sqlx::PgConnection,
     requests: &[JobEnqueue<'_>],
 ) -> Result<Vec<EnqueuedJob>> {

@@ -8,6 +8,7 @@ mod enqueue;
 mod handles;
 mod lease;
 mod reads;
+mod schedules;
 mod workflows;
 
 pub use admin::{ReapedLease, cancel_job, reap_expired_leases, requeue_job};
@@ -30,6 +31,11 @@ pub use reads::{
 pub use handles::{
     DEFAULT_RESULT_POLL_INTERVAL, DEFAULT_RESULT_WAIT, WorkflowRunHandle, WorkflowRunHandleError,
     WorkflowRunWaitOptions, enqueue_workflow_run_handle,
+};
+pub use schedules::{
+    JobSchedule, JobScheduleUpsert, SCHEDULE_ERROR_RETRY_SECONDS, SchedulePass, get_job_schedule,
+    job_schedule, list_job_schedules, materialize_due_schedules, set_job_schedule_active,
+    sync_job_schedules, upsert_job_schedule,
 };
 pub use workflows::{
     CompleteExternalWorkflowStepInput, EnqueuedWorkflowRun, ExternalStepCompletion,
