@@ -16,4 +16,5 @@ mod recovery;
 mod runtime;
 mod schedules;
 mod schema;
+mod seed_examples;
 mod workflows;
