@@ -190,17 +190,7 @@ async fn fan_out_fan_in(
 
     let begun = Instant::now();
     fill(pool, FAN_OUT + 2).await?;
-    loop {
-        let busy: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM runledger.job_queue WHERE status IN ('PENDING', 'LEASED'))",
-        )
-        .fetch_one(pool)
-        .await?;
-        if !busy {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_drained(pool).await?;
     let plain = begun.elapsed();
     println!("plain jobs: {:.0} ms", plain.as_secs_f64() * 1e3);
     supervisor
@@ -305,6 +295,22 @@ async fn raw_ceiling(pool: &PgPool, options: &Options) -> Result<f64, BoxError> 
     Ok(rate)
 }
 
+/// Waits until no job is pending or leased, with a cheap probe on the partial indexes so that
+/// watching does not slow the run down.
+async fn wait_drained(pool: &PgPool) -> Result<(), BoxError> {
+    loop {
+        let busy: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM runledger.job_queue WHERE status IN ('PENDING', 'LEASED'))",
+        )
+        .fetch_one(pool)
+        .await?;
+        if !busy {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 fn bench_config(options: &Options, poll: Duration) -> JobsConfig {
     JobsConfig {
         worker_id: "bench-worker".to_owned(),
@@ -324,18 +330,7 @@ async fn supervisor_burn_down(pool: &PgPool, options: &Options) -> Result<f64, B
     let supervisor = Supervisor::builder(pool, bench_config(options, Duration::from_millis(100)))?
         .with_registry(registry)
         .build()?;
-    // A cheap probe on the claim index, so that watching does not slow the run down.
-    loop {
-        let busy: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM runledger.job_queue WHERE status IN ('PENDING', 'LEASED'))",
-        )
-        .fetch_one(pool)
-        .await?;
-        if !busy {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_drained(pool).await?;
     let rate = options.jobs as f64 / begun.elapsed().as_secs_f64();
     supervisor
         .shutdown_with_timeout(Duration::from_secs(30))

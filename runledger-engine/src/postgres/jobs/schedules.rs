@@ -157,41 +157,8 @@ pub async fn upsert_job_schedule(
     upsert: &JobScheduleUpsert<'_>,
 ) -> Result<JobSchedule> {
     let first_fire = upsert.prepare()?;
-    let empty = json!({});
     let mut tx = pool.begin().await?;
-    let row = sqlx::query_as!(
-        JobSchedule,
-        r#"
-        INSERT INTO runledger.job_schedules AS s (
-            name, job_type, cron_expr, payload_template, is_active, organization_id,
-            max_jitter_seconds, next_fire_at
-        )
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-        ON CONFLICT (name) DO UPDATE SET
-            job_type = EXCLUDED.job_type,
-            payload_template = EXCLUDED.payload_template,
-            organization_id = EXCLUDED.organization_id,
-            max_jitter_seconds = EXCLUDED.max_jitter_seconds,
-            next_fire_at = CASE WHEN s.cron_expr = EXCLUDED.cron_expr THEN s.next_fire_at
-                                ELSE EXCLUDED.next_fire_at END,
-            cron_expr = EXCLUDED.cron_expr,
-            updated_at = now()
-        RETURNING id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
-                  is_active, organization_id, max_jitter_seconds, next_fire_at, last_fired_at,
-                  last_error_code
-        "#,
-        upsert.name,
-        upsert.job_type.as_str(),
-        upsert.cron_expr,
-        upsert.payload_template.unwrap_or(&empty),
-        upsert.is_active,
-        upsert.organization_id,
-        upsert.max_jitter_seconds,
-        first_fire,
-    )
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(map_schedule_fk)?;
+    let row = write_schedule(&mut tx, upsert, first_fire, false).await?;
     if row.is_active {
         require_enabled_definition(&mut tx, &row.job_type).await?;
     }
@@ -292,38 +259,8 @@ pub async fn sync_job_schedules(
             .execute(&mut *tx)
             .await?;
     }
-    let empty = json!({});
     for (spec, first_fire) in specs.iter().zip(first_fires) {
-        sqlx::query!(
-            r#"
-            INSERT INTO runledger.job_schedules AS s (
-                name, job_type, cron_expr, payload_template, is_active, organization_id,
-                max_jitter_seconds, next_fire_at
-            )
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-            ON CONFLICT (name) DO UPDATE SET
-                job_type = EXCLUDED.job_type,
-                payload_template = EXCLUDED.payload_template,
-                organization_id = EXCLUDED.organization_id,
-                max_jitter_seconds = EXCLUDED.max_jitter_seconds,
-                is_active = EXCLUDED.is_active,
-                next_fire_at = CASE WHEN s.cron_expr = EXCLUDED.cron_expr THEN s.next_fire_at
-                                    ELSE EXCLUDED.next_fire_at END,
-                cron_expr = EXCLUDED.cron_expr,
-                updated_at = now()
-            "#,
-            spec.name,
-            spec.job_type.as_str(),
-            spec.cron_expr,
-            spec.payload_template.unwrap_or(&empty),
-            spec.is_active,
-            spec.organization_id,
-            spec.max_jitter_seconds,
-            first_fire,
-        )
-        .execute(&mut *tx)
-        .await
-        .map_err(map_schedule_fk)?;
+        write_schedule(&mut tx, spec, first_fire, true).await?;
         if spec.is_active {
             require_enabled_definition(&mut tx, spec.job_type.as_str()).await?;
         }
@@ -350,6 +287,53 @@ pub async fn sync_job_schedules(
     };
     tx.commit().await?;
     Ok(deactivated)
+}
+
+/// Inserts or updates one schedule. The cursor is kept while the cron is unchanged; the stored
+/// active state is kept unless `apply_active` (catalog sync applies it every time).
+async fn write_schedule(
+    conn: &mut sqlx::PgConnection,
+    spec: &JobScheduleUpsert<'_>,
+    first_fire: DateTime<Utc>,
+    apply_active: bool,
+) -> Result<JobSchedule> {
+    let empty = json!({});
+    let row = sqlx::query_as!(
+        JobSchedule,
+        r#"
+        INSERT INTO runledger.job_schedules AS s (
+            name, job_type, cron_expr, payload_template, is_active, organization_id,
+            max_jitter_seconds, next_fire_at
+        )
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        ON CONFLICT (name) DO UPDATE SET
+            job_type = EXCLUDED.job_type,
+            payload_template = EXCLUDED.payload_template,
+            organization_id = EXCLUDED.organization_id,
+            max_jitter_seconds = EXCLUDED.max_jitter_seconds,
+            is_active = CASE WHEN $9 THEN EXCLUDED.is_active ELSE s.is_active END,
+            next_fire_at = CASE WHEN s.cron_expr = EXCLUDED.cron_expr THEN s.next_fire_at
+                                ELSE EXCLUDED.next_fire_at END,
+            cron_expr = EXCLUDED.cron_expr,
+            updated_at = now()
+        RETURNING id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
+                  is_active, organization_id, max_jitter_seconds, next_fire_at, last_fired_at,
+                  last_error_code
+        "#,
+        spec.name,
+        spec.job_type.as_str(),
+        spec.cron_expr,
+        spec.payload_template.unwrap_or(&empty),
+        spec.is_active,
+        spec.organization_id,
+        spec.max_jitter_seconds,
+        first_fire,
+        apply_active,
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(map_schedule_fk)?;
+    Ok(row)
 }
 
 async fn require_enabled_definition(conn: &mut sqlx::PgConnection, job_type: &str) -> Result<()> {
