@@ -11,6 +11,7 @@ mod claim;
 mod complete;
 mod definitions;
 mod enqueue;
+mod error_codes;
 mod reads;
 mod recovery;
 mod runtime;
