@@ -387,6 +387,9 @@ pub struct JobCatalog {
     entries: Vec<CatalogEntry>,
     pending_overrides: Vec<(String, JobCatalogDefinitionOverrides)>,
     schedules: Vec<CatalogSchedule>,
+    /// Schedules declared before (or without) their job: found at `.schedule()`, reported by
+    /// the sync calls.
+    early_schedules: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for JobCatalog {
@@ -447,9 +450,14 @@ impl JobCatalog {
         self
     }
 
-    /// Declares a schedule for a job type registered (earlier in the chain) in this catalog.
-    /// The membership check happens now; a mistake is reported by the sync calls.
+    /// Declares a schedule for a job type registered earlier in the chain: the membership check
+    /// happens at this call (a schedule declared before its `.job(...)` is a mistake), and the
+    /// mistake is reported by the sync calls.
     pub fn schedule(mut self, spec: CatalogJobScheduleSpec<'_>) -> Self {
+        if !self.entries.iter().any(|e| e.job_type == spec.job_type) {
+            self.early_schedules
+                .push((spec.name.to_owned(), spec.job_type.to_owned()));
+        }
         self.schedules.push(CatalogSchedule {
             name: spec.name.to_owned(),
             job_type: spec.job_type.to_owned(),
@@ -464,14 +472,14 @@ impl JobCatalog {
     }
 
     fn validate_schedules(&self) -> Result<(), CatalogError> {
+        if let Some((name, job_type)) = self.early_schedules.first() {
+            return Err(CatalogError::ScheduleUnknownJobType {
+                name: name.clone(),
+                job_type: job_type.clone(),
+            });
+        }
         let mut names = BTreeSet::new();
         for schedule in &self.schedules {
-            if !self.entries.iter().any(|e| e.job_type == schedule.job_type) {
-                return Err(CatalogError::ScheduleUnknownJobType {
-                    name: schedule.name.clone(),
-                    job_type: schedule.job_type.clone(),
-                });
-            }
             if !names.insert(schedule.name.as_str()) {
                 return Err(CatalogError::DuplicateSchedule {
                     name: schedule.name.clone(),

@@ -362,4 +362,13 @@ async fn active_schedules_and_enabled_definitions_go_together(pool: PgPool) {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "catalog.schedule_unknown_job_type");
+
+    // Declared before its job: refused even though the job follows.
+    let err = JobCatalog::new()
+        .schedule(spec("early", "@hourly", &json!({}), true))
+        .job("reports.refresh", noop("reports.refresh"))
+        .sync_schedules(&pool)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "catalog.schedule_unknown_job_type");
 }
