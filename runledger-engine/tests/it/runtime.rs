@@ -552,3 +552,64 @@ async fn worker_claims_only_the_job_types_it_has_handlers_for(pool: PgPool) {
     assert_eq!(record.status, JobStatus::Pending);
     assert_eq!(record.attempt, 0);
 }
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn worker_run_once_runs_one_batch_to_its_end_and_counts_it(pool: PgPool) {
+    use runledger_engine::runtime::observer::JobLifecycleObservers;
+    use runledger_engine::runtime::registry::JobRegistry;
+    use runledger_engine::runtime::worker::{Worker, WorkerConfig};
+
+    let mut registry = JobRegistry::new();
+    registry
+        .register(handler(
+            "once",
+            |_, payload: serde_json::Value| async move {
+                if payload["fail"] == json!(true) {
+                    Err(JobFailure::terminal("once.bad", "asked to fail"))
+                } else {
+                    Ok(JobCompletion::success())
+                }
+            },
+        ))
+        .unwrap();
+    define(&pool, "once", DefinitionOpts::default()).await;
+    for fail in [false, false, true] {
+        insert_job(&pool, "once", json!({ "fail": fail })).await;
+    }
+    let worker = Worker::new(
+        pool.clone(),
+        Arc::new(registry),
+        WorkerConfig::from_jobs_config(&fast_config("w-once")),
+        JobLifecycleObservers::new(),
+    )
+    .unwrap();
+
+    let pass = worker.run_once().await.unwrap();
+    assert_eq!((pass.claimed, pass.succeeded, pass.failed), (3, 2, 1));
+    assert_eq!(count_status(&pool, "SUCCEEDED").await, 2);
+    assert_eq!(count_status(&pool, "DEAD_LETTERED").await, 1);
+    assert_eq!(worker.run_once().await.unwrap().claimed, 0);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn reaper_run_once_repeats_full_batches_until_every_expired_lease_is_back(pool: PgPool) {
+    use runledger_engine::runtime::observer::JobLifecycleObservers;
+    use runledger_engine::runtime::reaper::{Reaper, ReaperConfig};
+
+    define(&pool, "reap", DefinitionOpts::default()).await;
+    for n in 0..5 {
+        insert_job(&pool, "reap", json!({ "n": n })).await;
+    }
+    crate::support::claim(&pool, "gone-worker", 5).await;
+    sqlx::query("UPDATE runledger.job_queue SET lease_expires_at = now() - interval '1 second'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut config = ReaperConfig::from_jobs_config(&fast_config("w-reaper"));
+    config.batch_size = 2;
+    let reaper = Reaper::new(pool.clone(), config, JobLifecycleObservers::new()).unwrap();
+
+    let pass = reaper.run_once().await.unwrap();
+    assert_eq!((pass.retried, pass.dead_lettered, pass.batches), (5, 0, 3));
+    assert_eq!(count_status(&pool, "PENDING").await, 5);
+}
