@@ -46,6 +46,20 @@ BEGIN
 END;
 $$;
 
+-- Cancels steps whose after_success prerequisite did not succeed.
+CREATE FUNCTION runledger.workflow_cancel_unsatisfied(p_steps uuid[]) RETURNS void
+LANGUAGE sql
+AS $$
+    UPDATE runledger.workflow_steps
+    SET status = 'CANCELED',
+        status_reason = 'workflow.dependency_unsatisfied',
+        last_error_code = 'workflow.dependency_unsatisfied',
+        last_error_message = 'a prerequisite required to succeed did not succeed',
+        finished_at = now(),
+        updated_at = now()
+    WHERE id = ANY(coalesce(p_steps, '{}'))
+$$;
+
 -- After the steps in p_finished became terminal: decrement their dependents' counters, release
 -- the dependents that are now free, and cancel (cascading) those whose after_success
 -- prerequisite did not succeed.
@@ -83,14 +97,7 @@ BEGIN
 
         PERFORM runledger.workflow_release_steps(p_run, v_ready);
 
-        UPDATE runledger.workflow_steps
-        SET status = 'CANCELED',
-            status_reason = 'workflow.dependency_unsatisfied',
-            last_error_code = 'workflow.dependency_unsatisfied',
-            last_error_message = 'a prerequisite required to succeed did not succeed',
-            finished_at = now(),
-            updated_at = now()
-        WHERE id = ANY(coalesce(v_doomed, '{}'));
+        PERFORM runledger.workflow_cancel_unsatisfied(v_doomed);
 
         v_frontier := v_doomed;
     END LOOP;
@@ -375,14 +382,7 @@ BEGIN
     WHERE id = ANY(p_steps) AND status = 'BLOCKED' AND deps_pending = 0;
 
     PERFORM runledger.workflow_release_steps(p_run, v_ready);
-    UPDATE runledger.workflow_steps
-    SET status = 'CANCELED',
-        status_reason = 'workflow.dependency_unsatisfied',
-        last_error_code = 'workflow.dependency_unsatisfied',
-        last_error_message = 'a prerequisite required to succeed did not succeed',
-        finished_at = now(),
-        updated_at = now()
-    WHERE id = ANY(coalesce(v_doomed, '{}'));
+    PERFORM runledger.workflow_cancel_unsatisfied(v_doomed);
     PERFORM runledger.workflow_release_dependents(p_run, v_doomed);
     RETURN runledger.workflow_refresh_run(p_run);
 END;

@@ -251,82 +251,45 @@ pub async fn list_job_definitions<'e>(executor: impl PgExecutor<'e>) -> Result<V
 ///
 /// Fails with `job_definition.not_found` when no definition has this type, and with
 /// `job_definition.active_schedule_exists` when disabling a type that active schedules use.
-pub async fn set_job_definition_enabled<'e>(
-    executor: impl PgExecutor<'e>,
+pub async fn set_job_definition_enabled<'c, A>(
+    acquire: A,
     job_type: &str,
     is_enabled: bool,
-) -> Result<JobDefinition> {
-    let row = sqlx::query!(
+) -> Result<JobDefinition>
+where
+    A: sqlx::Acquire<'c, Database = sqlx::Postgres>,
+{
+    let mut conn = acquire.acquire().await?;
+    let updated = sqlx::query_as!(
+        JobDefinition,
         r#"
-        WITH blocked AS (
-            SELECT 1 AS one FROM runledger.job_schedules
-            WHERE job_type = $1 AND is_active AND NOT $2
-            LIMIT 1
-        ),
-        updated AS (
-            UPDATE runledger.job_definitions
-            SET is_enabled = $2, updated_at = now()
-            WHERE job_type = $1 AND NOT EXISTS (SELECT 1 FROM blocked)
-            RETURNING job_type, version, max_attempts, timeout_seconds, priority,
-                      retry_base_delay_ms, retry_max_delay_ms, is_enabled, created_at, updated_at
-        )
-        SELECT EXISTS (SELECT 1 FROM blocked) AS "blocked!",
-               u.job_type AS "job_type?", u.version AS "version?", u.max_attempts AS "max_attempts?",
-               u.timeout_seconds AS "timeout_seconds?", u.priority AS "priority?",
-               u.retry_base_delay_ms AS "retry_base_delay_ms?",
-               u.retry_max_delay_ms AS "retry_max_delay_ms?", u.is_enabled AS "is_enabled?",
-               u.created_at AS "created_at?", u.updated_at AS "updated_at?"
-        FROM (SELECT 1) AS one
-        LEFT JOIN updated u ON true
+        UPDATE runledger.job_definitions
+        SET is_enabled = $2, updated_at = now()
+        WHERE job_type = $1
+          AND ($2 OR NOT EXISTS (
+              SELECT 1 FROM runledger.job_schedules s WHERE s.job_type = $1 AND s.is_active
+          ))
+        RETURNING job_type, version, max_attempts, timeout_seconds, priority,
+                  retry_base_delay_ms, retry_max_delay_ms, is_enabled, created_at, updated_at
         "#,
         job_type,
         is_enabled,
     )
-    .fetch_one(executor)
+    .fetch_optional(&mut *conn)
     .await?;
-    if row.blocked {
-        return Err(Error::ActiveScheduleExists {
-            job_type: job_type.to_owned(),
-        });
+    if let Some(definition) = updated {
+        return Ok(definition);
     }
-    match (
-        row.job_type,
-        row.version,
-        row.max_attempts,
-        row.timeout_seconds,
-        row.priority,
-        row.retry_base_delay_ms,
-        row.retry_max_delay_ms,
-        row.is_enabled,
-        row.created_at,
-        row.updated_at,
-    ) {
-        (
-            Some(job_type),
-            Some(version),
-            Some(max_attempts),
-            Some(timeout_seconds),
-            Some(priority),
-            Some(retry_base_delay_ms),
-            Some(retry_max_delay_ms),
-            Some(is_enabled),
-            Some(created_at),
-            Some(updated_at),
-        ) => Ok(JobDefinition {
-            job_type,
-            version,
-            max_attempts,
-            timeout_seconds,
-            priority,
-            retry_base_delay_ms,
-            retry_max_delay_ms,
-            is_enabled,
-            created_at,
-            updated_at,
-        }),
-        _ => Err(Error::DefinitionNotFound {
+    // Nothing changed: tell a missing definition from one that active schedules still use.
+    let exists = get_job_definition(&mut *conn, job_type).await?.is_some();
+    if exists {
+        Err(Error::ActiveScheduleExists {
             job_type: job_type.to_owned(),
-        }),
+        })
+    } else {
+        Err(Error::DefinitionNotFound {
+            job_type: job_type.to_owned(),
+        })
     }
 }
 
