@@ -1,1 +1,28 @@
-//! Procedural macros behind `runledger`'s typed API; use them through the `runledger` crate.
+//! Procedural macros of Runledger. Use them through the `runledger` crate, whose re-exports
+//! carry the user-facing documentation: `#[runledger::job]`, `#[runledger::workflow]`,
+//! `#[runledger::schedule]`.
+
+mod args;
+mod job;
+mod schedule;
+mod workflow;
+
+use proc_macro::TokenStream;
+
+/// Turns an `async fn` into a job; see `runledger::job`.
+#[proc_macro_attribute]
+pub fn job(args: TokenStream, item: TokenStream) -> TokenStream {
+    job::expand(args.into(), item.into()).into()
+}
+
+/// Turns a struct of steps into a workflow; see `runledger::workflow`.
+#[proc_macro_attribute]
+pub fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
+    workflow::expand(args.into(), item.into()).into()
+}
+
+/// Declares a recurring job; see `runledger::schedule`.
+#[proc_macro_attribute]
+pub fn schedule(args: TokenStream, item: TokenStream) -> TokenStream {
+    schedule::expand(args.into(), item.into()).into()
+}

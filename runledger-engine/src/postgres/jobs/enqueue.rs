@@ -39,6 +39,9 @@ pub struct JobEnqueue<'a> {
     pub timeout_seconds: Option<i32>,
     /// Earliest time to run; defaults to now.
     pub run_at: Option<DateTime<Utc>>,
+    /// Runs no sooner than this long after the enqueue (ignored when `run_at` is set). Unlike
+    /// `run_at`, a keyed retry with the same delay is the same request.
+    pub delay: Option<std::time::Duration>,
     /// The user who asked for the job, if any (an opaque id).
     pub created_by_user_id: Option<Uuid>,
 }
@@ -55,6 +58,7 @@ impl<'a> JobEnqueue<'a> {
             max_attempts: None,
             timeout_seconds: None,
             run_at: None,
+            delay: None,
             created_by_user_id: None,
         }
     }
@@ -93,7 +97,28 @@ impl<'a> JobEnqueue<'a> {
     /// the same instant.
     pub fn run_at(mut self, run_at: DateTime<Utc>) -> Self {
         self.run_at = Some(run_at);
+        self.delay = None;
         self
+    }
+
+    /// Delays the job by `delay` from the enqueue. The snapshot records the delay, not the
+    /// instant, so a keyed retry with the same delay returns the original job.
+    pub fn delay(mut self, delay: std::time::Duration) -> Self {
+        self.delay = Some(delay);
+        self.run_at = None;
+        self
+    }
+
+    /// `run_at`, or now plus `delay`.
+    fn effective_run_at(&self) -> Option<DateTime<Utc>> {
+        self.run_at.or_else(|| {
+            self.delay.map(|delay| {
+                let delay = chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
+                Utc::now()
+                    .checked_add_signed(delay)
+                    .unwrap_or(DateTime::<Utc>::MAX_UTC)
+            })
+        })
     }
 
     /// Records who asked for the job.
@@ -138,6 +163,7 @@ impl<'a> JobEnqueue<'a> {
             "max_attempts": self.max_attempts,
             "timeout_seconds": self.timeout_seconds,
             "run_at": self.run_at,
+            "delay_ms": self.delay.filter(|_| self.run_at.is_none()).map(|d| d.as_millis()),
             "created_by_user_id": self.created_by_user_id,
         })
     }
@@ -395,7 +421,7 @@ impl<'a> Columns<'a> {
             priorities: picked().map(|r| r.priority).collect(),
             max_attempts: picked().map(|r| r.max_attempts).collect(),
             timeouts: picked().map(|r| r.timeout_seconds).collect(),
-            run_ats: picked().map(|r| r.run_at).collect(),
+            run_ats: picked().map(JobEnqueue::effective_run_at).collect(),
             keys: picked().map(|r| r.idempotency_key).collect(),
             snapshots: picked()
                 .map(|r| r.idempotency_key.map(|_| r.snapshot()))

@@ -1,0 +1,528 @@
+//! Typed jobs: the [`Job`] trait that `#[job]` implements, the handler's [`JobContext`], and
+//! typed enqueueing.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::ops::Deref;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use sqlx::{Acquire, Postgres};
+use uuid::Uuid;
+
+use crate::engine::core::jobs::{self as engine_jobs, JobId, JobStatus, JobType};
+use crate::engine::postgres::jobs::{JobEnqueue, enqueue_jobs, get_job_by_id};
+use crate::error::{Error, JobError};
+use crate::workflow::Step;
+
+/// A job payload type: what `#[job]` generates from an `async fn`.
+///
+/// The payload is the job's arguments (stored as JSON); [`NAME`](Self::NAME) is the stable
+/// job type stored in the database, so renaming the Rust function does not orphan queued jobs.
+/// Implemented by the macro; implement it by hand only for a payload that is not a function's
+/// argument list.
+///
+/// ```
+/// use runledger::prelude::*;
+///
+/// #[job(name = "emails.send", max_attempts = 5, timeout = "30s")]
+/// async fn send_email(to: String) -> Result<u32, JobError> {
+///     Ok(to.len() as u32)
+/// }
+///
+/// assert_eq!(SendEmail::NAME, "emails.send");
+/// assert_eq!(SendEmail::DEFAULTS.max_attempts, Some(5));
+/// assert_eq!(SendEmail::DEFAULTS.timeout_seconds, Some(30));
+/// # let _ = SendEmail { to: "a@example.com".into() };
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a Runledger job",
+    label = "not a job payload",
+    note = "annotate an `async fn` with `#[job]`: it generates a payload struct that implements `Job`"
+)]
+pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The job type stored in the database (`#[job(name = "...")]`; default: the fn name).
+    const NAME: &'static str;
+
+    /// Definition values written when a worker syncs definitions at startup.
+    const DEFAULTS: JobDefaults = JobDefaults::new();
+
+    /// What a successful attempt returns; stored as JSON on the job (and on its workflow step).
+    type Output: Serialize + DeserializeOwned + Send + 'static;
+
+    /// Runs one attempt.
+    fn run(self, ctx: JobContext) -> impl Future<Output = Result<Self::Output, JobError>> + Send;
+
+    /// Enqueues this payload on a pool, a connection, or inside the caller's transaction
+    /// (`&mut *tx`), so that the job commits or rolls back with the caller's own rows.
+    ///
+    /// ```no_run
+    /// # use runledger::prelude::*;
+    /// # #[job] async fn send_email(to: String) -> Result<(), JobError> { Ok(()) }
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::Error> {
+    /// let mut tx = pool.begin().await.map_err(runledger::engine::postgres::Error::from)?;
+    /// // ... insert the user row with &mut *tx ...
+    /// let job = SendEmail { to: "ada@example.com".into() }.enqueue(&mut *tx).await?;
+    /// tx.commit().await.map_err(runledger::engine::postgres::Error::from)?;
+    /// println!("enqueued {}", job.id());
+    /// # Ok(()) }
+    /// ```
+    fn enqueue<'c, A>(
+        &self,
+        executor: A,
+    ) -> impl Future<Output = Result<JobHandle<Self>, Error>> + Send
+    where
+        A: Acquire<'c, Database = Postgres> + Send,
+    {
+        self.enqueue_with(executor, EnqueueOptions::new())
+    }
+
+    /// Enqueues this payload with [`EnqueueOptions`] (idempotency key, delay, priority,
+    /// organization).
+    fn enqueue_with<'c, A>(
+        &self,
+        executor: A,
+        options: EnqueueOptions,
+    ) -> impl Future<Output = Result<JobHandle<Self>, Error>> + Send
+    where
+        A: Acquire<'c, Database = Postgres> + Send,
+    {
+        let payload = serde_json::to_value(self);
+        async move {
+            let payload = payload.map_err(|e| Error::serialize("job payload", &e))?;
+            let mut handles = enqueue_values::<Self, A>(executor, &[(payload, options)]).await?;
+            handles.pop().ok_or_else(|| {
+                Error::Database(crate::engine::postgres::Error::CorruptRow {
+                    detail: "enqueue returned no job".to_owned(),
+                })
+            })
+        }
+    }
+}
+
+/// Enqueues many payloads of one job type in one statement, all or nothing.
+///
+/// ```no_run
+/// # use runledger::prelude::*;
+/// # #[job] async fn render(n: u32) -> Result<(), JobError> { Ok(()) }
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::Error> {
+/// let jobs = runledger::enqueue_batch(&pool, (0..100).map(|n| Render { n })).await?;
+/// assert_eq!(jobs.len(), 100);
+/// # Ok(()) }
+/// ```
+pub async fn enqueue_batch<'c, J, A, I>(
+    executor: A,
+    payloads: I,
+) -> Result<Vec<JobHandle<J>>, Error>
+where
+    J: Job,
+    A: Acquire<'c, Database = Postgres> + Send,
+    I: IntoIterator<Item = J>,
+{
+    enqueue_batch_with(
+        executor,
+        payloads.into_iter().map(|p| (p, EnqueueOptions::new())),
+    )
+    .await
+}
+
+/// Like [`enqueue_batch`], with options per payload.
+pub async fn enqueue_batch_with<'c, J, A, I>(
+    executor: A,
+    payloads: I,
+) -> Result<Vec<JobHandle<J>>, Error>
+where
+    J: Job,
+    A: Acquire<'c, Database = Postgres> + Send,
+    I: IntoIterator<Item = (J, EnqueueOptions)>,
+{
+    let mut values = Vec::new();
+    for (payload, options) in payloads {
+        let value =
+            serde_json::to_value(&payload).map_err(|e| Error::serialize("job payload", &e))?;
+        values.push((value, options));
+    }
+    enqueue_values::<J, A>(executor, &values).await
+}
+
+async fn enqueue_values<'c, J: Job, A>(
+    executor: A,
+    payloads: &[(Value, EnqueueOptions)],
+) -> Result<Vec<JobHandle<J>>, Error>
+where
+    A: Acquire<'c, Database = Postgres> + Send,
+{
+    let requests: Vec<JobEnqueue<'_>> = payloads
+        .iter()
+        .map(|(payload, options)| options.apply(JobEnqueue::new(J::NAME, payload)))
+        .collect();
+    let enqueued = enqueue_jobs(executor, &requests).await?;
+    Ok(enqueued
+        .into_iter()
+        .map(|job| JobHandle {
+            id: job.id,
+            created: job.created,
+            _job: PhantomData,
+        })
+        .collect())
+}
+
+/// Per-call enqueue options.
+///
+/// ```
+/// use std::time::Duration;
+/// use runledger::EnqueueOptions;
+///
+/// let options = EnqueueOptions::new()
+///     .idempotency_key("welcome-email:42")
+///     .delay(Duration::from_secs(600))
+///     .priority(10);
+/// # let _ = options;
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EnqueueOptions {
+    idempotency_key: Option<String>,
+    run_at: Option<RunAt>,
+    priority: Option<i32>,
+    organization_id: Option<Uuid>,
+    max_attempts: Option<i32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum RunAt {
+    Delay(Duration),
+    At(DateTime<Utc>),
+}
+
+impl EnqueueOptions {
+    /// No options: run as soon as possible with the definition's values.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Deduplicates: a second enqueue with the same key and the same request returns the
+    /// first job; one with another request fails with `job.idempotency_conflict`.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Runs the job no sooner than `delay` from now. With an idempotency key, a retry with the
+    /// same delay is the same request (the delay is compared, not the instant).
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.run_at = Some(RunAt::Delay(delay));
+        self
+    }
+
+    /// Runs the job no sooner than `at`.
+    pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
+        self.run_at = Some(RunAt::At(at));
+        self
+    }
+
+    /// Overrides the definition's priority (higher runs first).
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Overrides the definition's attempt budget.
+    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// Tags the job with an organization (tenant).
+    pub fn organization(mut self, organization_id: Uuid) -> Self {
+        self.organization_id = Some(organization_id);
+        self
+    }
+
+    fn apply<'a>(&'a self, mut request: JobEnqueue<'a>) -> JobEnqueue<'a> {
+        if let Some(key) = &self.idempotency_key {
+            request = request.idempotency_key(key);
+        }
+        match self.run_at {
+            Some(RunAt::At(at)) => request = request.run_at(at),
+            Some(RunAt::Delay(delay)) => request = request.delay(delay),
+            None => {}
+        }
+        if let Some(priority) = self.priority {
+            request = request.priority(priority);
+        }
+        if let Some(max_attempts) = self.max_attempts {
+            request = request.max_attempts(max_attempts);
+        }
+        if let Some(org) = self.organization_id {
+            request = request.organization_id(org);
+        }
+        request
+    }
+}
+
+/// A typed reference to an enqueued job.
+#[derive(Debug)]
+pub struct JobHandle<J> {
+    id: JobId,
+    created: bool,
+    _job: PhantomData<fn() -> J>,
+}
+
+impl<J> Clone for JobHandle<J> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<J> Copy for JobHandle<J> {}
+
+impl<J: Job> JobHandle<J> {
+    /// A handle on an existing job, e.g. an id stored by the caller.
+    pub fn from_id(id: JobId) -> Self {
+        Self {
+            id,
+            created: true,
+            _job: PhantomData,
+        }
+    }
+
+    /// The job's id.
+    pub fn id(&self) -> JobId {
+        self.id
+    }
+
+    /// `false` when an idempotency key matched an existing job.
+    pub fn was_created(&self) -> bool {
+        self.created
+    }
+
+    /// The job's current status (`job.not_found` when it does not exist).
+    pub async fn status<'e>(
+        &self,
+        executor: impl sqlx::PgExecutor<'e>,
+    ) -> Result<JobStatus, Error> {
+        Ok(self.record(executor).await?.status)
+    }
+
+    /// The typed output once the job has succeeded; `None` before that.
+    ///
+    /// ```no_run
+    /// # use runledger::prelude::*;
+    /// # #[job] async fn word_count(text: String) -> Result<usize, JobError> { Ok(0) }
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::Error> {
+    /// let job = WordCount { text: "a b c".into() }.enqueue(&pool).await?;
+    /// // ... later, once a worker ran it:
+    /// let count: Option<usize> = job.output(&pool).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn output<'e>(
+        &self,
+        executor: impl sqlx::PgExecutor<'e>,
+    ) -> Result<Option<J::Output>, Error> {
+        let record = self.record(executor).await?;
+        if record.status != JobStatus::Succeeded {
+            return Ok(None);
+        }
+        decode_output(J::NAME, record.output).map(Some)
+    }
+
+    async fn record<'e>(
+        &self,
+        executor: impl sqlx::PgExecutor<'e>,
+    ) -> Result<crate::engine::postgres::jobs::JobRecord, Error> {
+        get_job_by_id(executor, self.id)
+            .await?
+            .ok_or(Error::Database(
+                crate::engine::postgres::Error::JobNotFound { job_id: self.id },
+            ))
+    }
+}
+
+pub(crate) fn decode_output<T: DeserializeOwned>(
+    what: &str,
+    stored: Option<Value>,
+) -> Result<T, Error> {
+    serde_json::from_value(stored.unwrap_or(Value::Null)).map_err(|e| Error::OutputInvalid {
+        what: what.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// Definition values of a job type, written when a worker syncs definitions at startup.
+/// `None` keeps the worker-wide default. `#[job(max_attempts = .., timeout = "..", priority =
+/// .., version = .., enabled = ..)]` sets them.
+///
+/// ```
+/// use runledger::JobDefaults;
+///
+/// const DEFAULTS: JobDefaults = JobDefaults::new().max_attempts(3).timeout_seconds(60);
+/// assert_eq!(DEFAULTS.priority, None);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobDefaults {
+    /// Attempts before the job is dead-lettered.
+    pub max_attempts: Option<i32>,
+    /// Per-attempt timeout in seconds.
+    pub timeout_seconds: Option<i32>,
+    /// Claim priority (higher first).
+    pub priority: Option<i32>,
+    /// Definition version.
+    pub version: Option<i32>,
+    /// Whether the definition is enabled (an operator's pause survives restarts either way).
+    pub enabled: Option<bool>,
+}
+
+impl JobDefaults {
+    /// Nothing set.
+    pub const fn new() -> Self {
+        Self {
+            max_attempts: None,
+            timeout_seconds: None,
+            priority: None,
+            version: None,
+            enabled: None,
+        }
+    }
+
+    /// Sets the attempt budget.
+    pub const fn max_attempts(mut self, max_attempts: i32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// Sets the per-attempt timeout.
+    pub const fn timeout_seconds(mut self, seconds: i32) -> Self {
+        self.timeout_seconds = Some(seconds);
+        self
+    }
+
+    /// Sets the priority.
+    pub const fn priority(mut self, priority: i32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Sets the version.
+    pub const fn version(mut self, version: i32) -> Self {
+        self.version = Some(version);
+        self
+    }
+
+    /// Sets whether the definition is enabled.
+    pub const fn enabled(mut self, enabled: bool) -> Self {
+        self.enabled = Some(enabled);
+        self
+    }
+}
+
+/// What a typed handler receives: the engine's context (ids, attempt, worker, workflow
+/// fields, through `Deref`) plus typed reads of prerequisite outputs.
+///
+/// ```
+/// use runledger::JobContext;
+///
+/// let ctx = JobContext::for_tests("emails.send");
+/// assert_eq!(ctx.attempt, 1);
+/// assert_eq!(ctx.job_type.as_str(), "emails.send");
+/// ```
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    inner: engine_jobs::JobContext,
+}
+
+impl JobContext {
+    /// Wraps the engine's context.
+    pub fn new(inner: engine_jobs::JobContext) -> Self {
+        Self { inner }
+    }
+
+    /// A context for calling a `#[job]` fn directly in a unit test: a fresh id, attempt 1 of 1,
+    /// worker `test`, not a workflow step.
+    pub fn for_tests(job_type: &'static str) -> Self {
+        Self::new(engine_jobs::JobContext::new(
+            JobId::new_v7(),
+            JobType::new(job_type),
+            1,
+            1,
+            "test",
+        ))
+    }
+
+    /// The engine's context.
+    pub fn engine(&self) -> &engine_jobs::JobContext {
+        &self.inner
+    }
+
+    /// The typed output of `step`, a prerequisite of this workflow step.
+    ///
+    /// Fails terminally with `workflow.not_a_prerequisite` when `step` is not one of this
+    /// step's prerequisites, `workflow.not_a_workflow_step` outside a workflow, and
+    /// `job.output_invalid` when the stored output does not match `T` (including a missing
+    /// output, e.g. of an `#[after_terminal]` prerequisite that failed: use
+    /// [`try_output`](Self::try_output) there).
+    ///
+    /// ```no_run
+    /// use runledger::prelude::*;
+    ///
+    /// #[job] async fn crawl(url: String) -> Result<String, JobError> { Ok(url) }
+    /// #[job] async fn score(ctx: JobContext) -> Result<usize, JobError> {
+    ///     let page: String = ctx.output(Research::CRAWL).await?;
+    ///     Ok(page.len())
+    /// }
+    ///
+    /// #[workflow(name = "research")]
+    /// struct Research {
+    ///     crawl: Crawl,
+    ///     #[after(crawl)]
+    ///     #[result]
+    ///     score: Score,
+    /// }
+    /// ```
+    pub async fn output<W, T: DeserializeOwned>(&self, step: Step<W, T>) -> Result<T, JobError> {
+        let stored = self.stored_output(step.key()).await?;
+        decode_output(step.key(), stored)
+            .map_err(|e| JobError::coded_terminal("job.output_invalid", e))
+    }
+
+    /// Like [`output`](Self::output), but `None` when the prerequisite stored no output (it
+    /// did not succeed, or returned `()`).
+    pub async fn try_output<W, T: DeserializeOwned>(
+        &self,
+        step: Step<W, T>,
+    ) -> Result<Option<T>, JobError> {
+        match self.stored_output(step.key()).await? {
+            None => Ok(None),
+            stored => decode_output(step.key(), stored)
+                .map_err(|e| JobError::coded_terminal("job.output_invalid", e)),
+        }
+    }
+
+    async fn stored_output(&self, key: &str) -> Result<Option<Value>, JobError> {
+        self.inner.prerequisite_output(key).await.map_err(|e| {
+            let error = if e.code.starts_with("workflow.") {
+                JobError::terminal(&e.message)
+            } else {
+                JobError::retryable(&e.message)
+            };
+            error.with_code(e.code)
+        })
+    }
+}
+
+impl Deref for JobContext {
+    type Target = engine_jobs::JobContext;
+
+    fn deref(&self) -> &Self::Target {
+        &self.inner
+    }
+}
+
+impl From<engine_jobs::JobContext> for JobContext {
+    fn from(inner: engine_jobs::JobContext) -> Self {
+        Self::new(inner)
+    }
+}

@@ -1,0 +1,256 @@
+//! What `#[job]` and `#[schedule]` register through `inventory`, and how a worker collects it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::engine::core::jobs::{JobCompletion, JobContext as EngineContext, JobFailure, JobType};
+use crate::engine::core::prelude::async_trait;
+use crate::engine::runtime::registry::JobHandler;
+use crate::error::Error;
+use crate::job::{Job, JobContext, JobDefaults};
+
+/// Where a macro was used, for startup errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SourceLocation {
+    /// The source file.
+    pub file: &'static str,
+    /// The line.
+    pub line: u32,
+    /// The column.
+    pub column: u32,
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// A job type registered by `#[job]` (generated code only).
+#[doc(hidden)]
+pub struct JobRegistration {
+    pub(crate) name: &'static str,
+    pub(crate) defaults: JobDefaults,
+    pub(crate) handler: fn() -> Arc<dyn JobHandler>,
+    pub(crate) location: SourceLocation,
+}
+
+impl JobRegistration {
+    #[doc(hidden)]
+    pub const fn new<J: Job>(file: &'static str, line: u32, column: u32) -> Self {
+        Self {
+            name: J::NAME,
+            defaults: J::DEFAULTS,
+            handler: typed_handler::<J>,
+            location: SourceLocation { file, line, column },
+        }
+    }
+}
+
+inventory::collect!(JobRegistration);
+
+/// A schedule registered by `#[schedule]` (generated code only).
+#[doc(hidden)]
+pub struct ScheduleRegistration {
+    pub(crate) name: &'static str,
+    pub(crate) cron: &'static str,
+    pub(crate) jitter_seconds: i32,
+    pub(crate) active: bool,
+    pub(crate) payload: fn() -> Result<(&'static str, Value), String>,
+    pub(crate) location: SourceLocation,
+}
+
+impl ScheduleRegistration {
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub const fn new(
+        name: &'static str,
+        cron: &'static str,
+        jitter_seconds: i32,
+        active: bool,
+        payload: fn() -> Result<(&'static str, Value), String>,
+        file: &'static str,
+        line: u32,
+        column: u32,
+    ) -> Self {
+        Self {
+            name,
+            cron,
+            jitter_seconds,
+            active,
+            payload,
+            location: SourceLocation { file, line, column },
+        }
+    }
+}
+
+inventory::collect!(ScheduleRegistration);
+
+/// One registered job type, as [`registered_jobs`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RegisteredJob {
+    /// The job type.
+    pub name: &'static str,
+    /// Its definition values.
+    pub defaults: JobDefaults,
+    /// Where `#[job]` was used.
+    pub location: SourceLocation,
+}
+
+/// One registered schedule, as [`registered_schedules`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RegisteredSchedule {
+    /// The schedule name.
+    pub name: &'static str,
+    /// The job type each fire enqueues.
+    pub job_name: &'static str,
+    /// The cron expression.
+    pub cron: &'static str,
+    /// Jitter bound in seconds.
+    pub jitter_seconds: i32,
+    /// Whether it is active.
+    pub active: bool,
+    /// The payload template.
+    pub payload: Value,
+    /// Where `#[schedule]` was used.
+    pub location: SourceLocation,
+}
+
+/// Every `#[job]` linked into this binary, sorted by name; fails with
+/// `worker.duplicate_job` (naming both source locations) when two share a name.
+///
+/// ```
+/// use runledger::prelude::*;
+///
+/// #[job(name = "docs.registered")]
+/// async fn registered() -> Result<(), JobError> { Ok(()) }
+///
+/// let jobs = runledger::registered_jobs().unwrap();
+/// assert!(jobs.iter().any(|job| job.name == "docs.registered"));
+/// ```
+pub fn registered_jobs() -> Result<Vec<RegisteredJob>, Error> {
+    let mut jobs: BTreeMap<&'static str, RegisteredJob> = BTreeMap::new();
+    let mut all: Vec<&JobRegistration> = inventory::iter::<JobRegistration>().collect();
+    all.sort_by_key(|r| (r.name, r.location));
+    for registration in all {
+        if let Some(first) = jobs.get(registration.name) {
+            return Err(Error::DuplicateJob {
+                name: registration.name.to_owned(),
+                first: first.location.to_string(),
+                second: registration.location.to_string(),
+            });
+        }
+        jobs.insert(
+            registration.name,
+            RegisteredJob {
+                name: registration.name,
+                defaults: registration.defaults,
+                location: registration.location,
+            },
+        );
+    }
+    Ok(jobs.into_values().collect())
+}
+
+/// Every `#[schedule]` linked into this binary, sorted by name, with its payload built; fails
+/// with `worker.duplicate_schedule` or `worker.schedule_payload_invalid`.
+pub fn registered_schedules() -> Result<Vec<RegisteredSchedule>, Error> {
+    let mut all: Vec<&ScheduleRegistration> = inventory::iter::<ScheduleRegistration>().collect();
+    all.sort_by_key(|r| (r.name, r.location));
+    let mut schedules: Vec<RegisteredSchedule> = Vec::with_capacity(all.len());
+    for registration in all {
+        if let Some(first) = schedules.last().filter(|s| s.name == registration.name) {
+            return Err(Error::DuplicateSchedule {
+                name: registration.name.to_owned(),
+                first: first.location.to_string(),
+                second: registration.location.to_string(),
+            });
+        }
+        let (job_name, payload) =
+            (registration.payload)().map_err(|message| Error::SchedulePayload {
+                name: registration.name.to_owned(),
+                location: registration.location.to_string(),
+                message,
+            })?;
+        schedules.push(RegisteredSchedule {
+            name: registration.name,
+            job_name,
+            cron: registration.cron,
+            jitter_seconds: registration.jitter_seconds,
+            active: registration.active,
+            payload,
+            location: registration.location,
+        });
+    }
+    Ok(schedules)
+}
+
+fn typed_handler<J: Job>() -> Arc<dyn JobHandler> {
+    Arc::new(TypedHandler::<J>(PhantomData))
+}
+
+/// Runs a typed job: decodes the payload (a mismatch dead-letters the job with
+/// `job.payload_invalid`), calls the job, and encodes its output.
+struct TypedHandler<J>(PhantomData<fn() -> J>);
+
+#[async_trait]
+impl<J: Job> JobHandler for TypedHandler<J> {
+    fn job_type(&self) -> JobType<'static> {
+        JobType::new(J::NAME)
+    }
+
+    async fn execute(
+        &self,
+        context: EngineContext,
+        payload: Value,
+    ) -> Result<JobCompletion, JobFailure> {
+        let job: J = serde_json::from_value(payload).map_err(|e| {
+            JobFailure::terminal(
+                "job.payload_invalid",
+                format!("the payload does not match job `{}`: {e}", J::NAME),
+            )
+        })?;
+        let output = job
+            .run(JobContext::new(context))
+            .await
+            .map_err(crate::JobError::into_failure)?;
+        let output = serde_json::to_value(output).map_err(|e| {
+            JobFailure::terminal(
+                "job.output_invalid",
+                format!(
+                    "the output of job `{}` could not be serialized: {e}",
+                    J::NAME
+                ),
+            )
+        })?;
+        Ok(if output.is_null() {
+            JobCompletion::success()
+        } else {
+            JobCompletion::with_output(output)
+        })
+    }
+}
+
+/// Delegates to a shared handler (the catalog takes handlers by value).
+pub(crate) struct SharedHandler(pub(crate) Arc<dyn JobHandler>);
+
+#[async_trait]
+impl JobHandler for SharedHandler {
+    fn job_type(&self) -> JobType<'static> {
+        self.0.job_type()
+    }
+
+    async fn execute(
+        &self,
+        context: EngineContext,
+        payload: Value,
+    ) -> Result<JobCompletion, JobFailure> {
+        self.0.execute(context, payload).await
+    }
+}

@@ -1,0 +1,382 @@
+//! [`Worker`]: one call that registers every `#[job]` and `#[schedule]` and runs them.
+
+use std::future::Future;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+use crate::engine::postgres::{ensure_schema_compatible, migrate};
+use crate::engine::runtime::catalog::{
+    CatalogJobScheduleSpec, JobCatalog, JobCatalogDefinitionOverrides,
+};
+use crate::engine::runtime::config::JobsConfig;
+use crate::engine::runtime::{JobLifecycleObserver, Supervisor, SupervisorBuilder};
+use crate::error::Error;
+use crate::registry::{
+    JobRegistration, RegisteredJob, RegisteredSchedule, SharedHandler, registered_jobs,
+    registered_schedules,
+};
+
+type AddObserver = Box<dyn FnOnce(SupervisorBuilder) -> SupervisorBuilder + Send>;
+
+/// How long in-flight handlers may finish after a shutdown signal, unless
+/// `JOBS_SHUTDOWN_TIMEOUT_SECONDS` or [`WorkerBuilder::shutdown_deadline`] says otherwise.
+pub const DEFAULT_SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What a worker does with the database schema before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SchemaMode {
+    /// Applies pending migrations (safe with many workers starting at once: sqlx takes an
+    /// advisory lock). The default.
+    #[default]
+    Migrate,
+    /// Only checks that the schema is the one this version expects, and refuses to start
+    /// otherwise; for deployments that migrate in a separate step.
+    Validate,
+    /// Neither (the caller has checked).
+    Skip,
+}
+
+/// A worker process: every `#[job]` and `#[schedule]` linked into the binary, a database pool
+/// and the runtime settings.
+///
+/// Building a worker collects the registrations (two jobs or schedules with the same name fail
+/// here, naming both source locations); [`start`](Self::start) prepares the schema, syncs job
+/// definitions and schedules, and starts the worker, reaper and scheduler loops.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), runledger::Error> {
+/// // DATABASE_URL and the JOBS_* variables configure it; SIGINT or SIGTERM drains it.
+/// runledger::Worker::from_env()?.run_until_ctrl_c().await?;
+/// # Ok(()) }
+/// ```
+pub struct Worker {
+    pool: PgPool,
+    config: JobsConfig,
+    schema: SchemaMode,
+    shutdown_deadline: Duration,
+    observers: Vec<AddObserver>,
+    jobs: Vec<RegisteredJob>,
+    schedules: Vec<RegisteredSchedule>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("worker_id", &self.config.worker_id)
+            .field(
+                "jobs",
+                &self.jobs.iter().map(|j| j.name).collect::<Vec<_>>(),
+            )
+            .field(
+                "schedules",
+                &self.schedules.iter().map(|s| s.name).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Worker {
+    /// A worker configured from the environment: `DATABASE_URL` (required),
+    /// `JOBS_*` (see the README), and `JOBS_SHUTDOWN_TIMEOUT_SECONDS` (default 30). The pool
+    /// connects lazily, so this call does not touch the database.
+    pub fn from_env() -> Result<Self, Error> {
+        let url = std::env::var("DATABASE_URL").map_err(|_| Error::DatabaseUrl {
+            problem: "is not set".to_owned(),
+        })?;
+        let config = JobsConfig::from_env()?;
+        let pool = PgPoolOptions::new()
+            .max_connections(pool_size(&config))
+            .connect_lazy(&url)
+            .map_err(|e| Error::DatabaseUrl {
+                problem: format!("is not a usable PostgreSQL URL: {e}"),
+            })?;
+        let mut builder = Self::builder(&pool).config(config);
+        if let Some(seconds) = read_seconds("JOBS_SHUTDOWN_TIMEOUT_SECONDS")? {
+            builder = builder.shutdown_deadline(Duration::from_secs(seconds));
+        }
+        builder.build()
+    }
+
+    /// Starts configuring a worker on `pool`.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use runledger::{SchemaMode, Worker};
+    /// use runledger::engine::runtime::config::JobsConfig;
+    ///
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::Error> {
+    /// let worker = Worker::builder(&pool)
+    ///     .config(JobsConfig { max_global_concurrency: 16, ..JobsConfig::default() })
+    ///     .schema(SchemaMode::Validate)
+    ///     .shutdown_deadline(Duration::from_secs(60))
+    ///     .build()?;
+    /// let running = worker.start().await?;
+    /// // ... serve requests ...
+    /// running.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(pool: &PgPool) -> WorkerBuilder {
+        WorkerBuilder {
+            pool: pool.clone(),
+            config: None,
+            schema: SchemaMode::default(),
+            shutdown_deadline: DEFAULT_SHUTDOWN_DEADLINE,
+            observers: Vec::new(),
+        }
+    }
+
+    /// The pool the worker uses.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The registered jobs, sorted by name.
+    pub fn jobs(&self) -> &[RegisteredJob] {
+        &self.jobs
+    }
+
+    /// The registered schedules, sorted by name.
+    pub fn schedules(&self) -> &[RegisteredSchedule] {
+        &self.schedules
+    }
+
+    /// Prepares the schema (per [`SchemaMode`]) and syncs job definitions and schedules,
+    /// without starting any loop. [`start`](Self::start) does this first; call it alone in a
+    /// process that only enqueues (an API server), so that its job types exist before the
+    /// first enqueue even when no worker has started yet.
+    pub async fn prepare(&self) -> Result<(), Error> {
+        match self.schema {
+            SchemaMode::Migrate => migrate(&self.pool).await?,
+            SchemaMode::Validate => ensure_schema_compatible(&self.pool).await?,
+            SchemaMode::Skip => {}
+        }
+        let catalog = self.catalog();
+        catalog.sync_definitions(&self.pool).await?;
+        catalog.sync_schedules(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Prepares (see [`prepare`](Self::prepare)) and starts the worker, reaper and scheduler
+    /// loops. Returns once the worker is running.
+    pub async fn start(self) -> Result<RunningWorker, Error> {
+        self.prepare().await?;
+        let catalog = self.catalog();
+        let mut builder =
+            Supervisor::builder(&self.pool, self.config.clone())?.with_catalog(&catalog);
+        for add in self.observers {
+            builder = add(builder);
+        }
+        let supervisor = builder.build()?;
+        tracing::info!(
+            worker.id = %self.config.worker_id,
+            jobs = self.jobs.len(),
+            schedules = self.schedules.len(),
+            "runledger worker started"
+        );
+        Ok(RunningWorker {
+            supervisor,
+            shutdown_deadline: self.shutdown_deadline,
+        })
+    }
+
+    /// Starts, runs until `signal` completes (or a loop fails), then drains within the
+    /// shutdown deadline.
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<(), Error> {
+        self.start().await?.run_until(signal).await
+    }
+
+    /// Starts, runs until SIGINT (Ctrl-C) or SIGTERM, then drains in-flight jobs within the
+    /// shutdown deadline; jobs still running after it are aborted (and retried elsewhere once
+    /// their leases expire).
+    pub async fn run_until_ctrl_c(self) -> Result<(), Error> {
+        self.run_until(shutdown_signal()).await
+    }
+
+    fn catalog(&self) -> JobCatalog {
+        let mut catalog = JobCatalog::new();
+        for job in &self.jobs {
+            let Some(handler) = inventory::iter::<JobRegistration>()
+                .find(|r| r.name == job.name && r.location == job.location)
+                .map(|r| (r.handler)())
+            else {
+                continue;
+            };
+            catalog = catalog.job_with_definition_overrides(
+                job.name,
+                SharedHandler(handler),
+                overrides(job),
+            );
+        }
+        for schedule in &self.schedules {
+            catalog = catalog.schedule(CatalogJobScheduleSpec {
+                name: schedule.name,
+                job_type: schedule.job_name,
+                cron_expr: schedule.cron,
+                payload_template: &schedule.payload,
+                is_active: schedule.active,
+                organization_id: None,
+                max_jitter_seconds: schedule.jitter_seconds,
+                next_fire_at: None,
+            });
+        }
+        catalog
+    }
+}
+
+fn overrides(job: &RegisteredJob) -> JobCatalogDefinitionOverrides {
+    let defaults = job.defaults;
+    let mut overrides = JobCatalogDefinitionOverrides::new();
+    if let Some(v) = defaults.version {
+        overrides = overrides.version(v);
+    }
+    if let Some(v) = defaults.max_attempts {
+        overrides = overrides.max_attempts(v);
+    }
+    if let Some(v) = defaults.timeout_seconds {
+        overrides = overrides.timeout_seconds(v);
+    }
+    if let Some(v) = defaults.priority {
+        overrides = overrides.priority(v);
+    }
+    if let Some(v) = defaults.enabled {
+        overrides = overrides.enabled(v);
+    }
+    overrides
+}
+
+/// Handlers plus the claim, heartbeat and LISTEN connections, with room to spare.
+fn pool_size(config: &JobsConfig) -> u32 {
+    config.max_global_concurrency.saturating_add(5).clamp(5, 50)
+}
+
+fn read_seconds(variable: &'static str) -> Result<Option<u64>, Error> {
+    match std::env::var(variable) {
+        Ok(value) if !value.trim().is_empty() => value.trim().parse().map(Some).map_err(|_| {
+            Error::Config(
+                crate::engine::runtime::config::JobsConfigError::InvalidEnvVar {
+                    variable,
+                    value,
+                    expected: "a non-negative integer",
+                },
+            )
+        }),
+        _ => Ok(None),
+    }
+}
+
+/// Configures a [`Worker`]; made by [`Worker::builder`].
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct WorkerBuilder {
+    pool: PgPool,
+    config: Option<JobsConfig>,
+    schema: SchemaMode,
+    shutdown_deadline: Duration,
+    observers: Vec<AddObserver>,
+}
+
+impl std::fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("config", &self.config)
+            .field("schema", &self.schema)
+            .field("shutdown_deadline", &self.shutdown_deadline)
+            .finish()
+    }
+}
+
+impl WorkerBuilder {
+    /// Runtime settings (default: [`JobsConfig::default`]; `from_env` reads `JOBS_*`).
+    pub fn config(mut self, config: JobsConfig) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// What to do with the schema at start (default: [`SchemaMode::Migrate`]).
+    pub fn schema(mut self, schema: SchemaMode) -> Self {
+        self.schema = schema;
+        self
+    }
+
+    /// How long in-flight jobs may finish after a shutdown signal (default 30 s).
+    pub fn shutdown_deadline(mut self, deadline: Duration) -> Self {
+        self.shutdown_deadline = deadline;
+        self
+    }
+
+    /// Adds a lifecycle observer (called after each state change commits).
+    pub fn observer(mut self, observer: impl JobLifecycleObserver) -> Self {
+        self.observers.push(Box::new(move |builder| {
+            builder.with_job_lifecycle_observer(observer)
+        }));
+        self
+    }
+
+    /// Collects the registered jobs and schedules and checks the settings. Fails with
+    /// `worker.duplicate_job` / `worker.duplicate_schedule` (naming both locations),
+    /// `worker.schedule_payload_invalid`, or a config code.
+    pub fn build(self) -> Result<Worker, Error> {
+        let config = self.config.unwrap_or_default();
+        config.validate()?;
+        Ok(Worker {
+            pool: self.pool,
+            config,
+            schema: self.schema,
+            shutdown_deadline: self.shutdown_deadline,
+            observers: self.observers,
+            jobs: registered_jobs()?,
+            schedules: registered_schedules()?,
+        })
+    }
+}
+
+/// A started [`Worker`].
+#[derive(Debug)]
+pub struct RunningWorker {
+    supervisor: Supervisor,
+    shutdown_deadline: Duration,
+}
+
+impl RunningWorker {
+    /// Runs until `signal` completes (or a loop fails), then drains within the deadline.
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<(), Error> {
+        Ok(self
+            .supervisor
+            .run_until_shutdown(signal, self.shutdown_deadline)
+            .await?)
+    }
+
+    /// Stops claiming, lets in-flight jobs finish within the shutdown deadline, and stops.
+    pub async fn shutdown(self) -> Result<(), Error> {
+        Ok(self
+            .supervisor
+            .shutdown_with_timeout(self.shutdown_deadline)
+            .await?)
+    }
+}
+
+/// Completes on SIGINT or (on Unix) SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for SIGTERM; waiting for Ctrl-C only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

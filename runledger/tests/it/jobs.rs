@@ -1,0 +1,271 @@
+//! Typed jobs: enqueue (in a transaction, in batches, with options), outputs, errors, and bad
+//! payloads.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use runledger::engine::postgres::jobs::{JobEnqueue, enqueue_job};
+use runledger::prelude::*;
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+use crate::support::{eventually, job_state, prepare, start_worker};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Summary {
+    pub(crate) words: usize,
+    pub(crate) longest: String,
+}
+
+#[job(name = "it.summarize", max_attempts = 3, timeout = "30s", priority = 5)]
+async fn summarize(text: String) -> Result<Summary, JobError> {
+    let longest = text
+        .split_whitespace()
+        .max_by_key(|w| w.len())
+        .unwrap_or_default()
+        .to_owned();
+    Ok(Summary {
+        words: text.split_whitespace().count(),
+        longest,
+    })
+}
+
+#[job(name = "it.add")]
+async fn add(a: i64, b: i64) -> Result<i64, JobError> {
+    Ok(a + b)
+}
+
+#[job(name = "it.refuse", max_attempts = 5)]
+async fn refuse(reason: String) -> Result<(), JobError> {
+    Err(JobError::terminal(reason).with_code("it.refused"))
+}
+
+static FLAKY_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[derive(Debug, thiserror::Error)]
+#[error("upstream unavailable")]
+struct Upstream;
+
+#[job(name = "it.flaky", max_attempts = 3)]
+async fn flaky(ctx: JobContext) -> Result<u32, Upstream> {
+    FLAKY_CALLS.fetch_add(1, Ordering::SeqCst);
+    if ctx.attempt < 2 {
+        Err(Upstream)
+    } else {
+        Ok(ctx.attempt as u32)
+    }
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn typed_job_enqueued_in_a_rolled_back_transaction_leaves_nothing(pool: PgPool) {
+    prepare(&pool).await;
+    let mut tx = pool.begin().await.unwrap();
+    let job = Add { a: 1, b: 2 }.enqueue(&mut *tx).await.unwrap();
+    tx.rollback().await.unwrap();
+    let found = runledger::engine::postgres::jobs::get_job_by_id(&pool, job.id())
+        .await
+        .unwrap();
+    assert!(found.is_none(), "the rolled-back job must not exist");
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM runledger.job_queue")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
+
+    let mut tx = pool.begin().await.unwrap();
+    let job = Add { a: 1, b: 2 }.enqueue(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(job.status(&pool).await.unwrap().as_str(), "PENDING");
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn typed_outputs_are_stored_and_read_back_typed(pool: PgPool) {
+    let worker = start_worker(&pool).await;
+    let job = Summarize {
+        text: "durable jobs on postgres".into(),
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap();
+    let summary = eventually("the summary", || async { job.output(&pool).await.unwrap() }).await;
+    assert_eq!(
+        summary,
+        Summary {
+            words: 4,
+            longest: "postgres".into()
+        }
+    );
+    let sum = Add { a: 40, b: 2 }.enqueue(&pool).await.unwrap();
+    assert_eq!(
+        eventually("the sum", || async { sum.output(&pool).await.unwrap() }).await,
+        42
+    );
+    worker.shutdown().await.unwrap();
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn job_attribute_values_become_the_definition(pool: PgPool) {
+    prepare(&pool).await;
+    let definition = runledger::engine::postgres::jobs::get_job_definition(&pool, "it.summarize")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(definition.max_attempts, 3);
+    assert_eq!(definition.timeout_seconds, 30);
+    assert_eq!(definition.priority, 5);
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn enqueue_options_and_batches(pool: PgPool) {
+    prepare(&pool).await;
+    let org = uuid::Uuid::now_v7();
+    let options = EnqueueOptions::new()
+        .idempotency_key("add:1")
+        .delay(Duration::from_secs(3600))
+        .priority(9)
+        .organization(org);
+    let first = Add { a: 1, b: 1 }
+        .enqueue_with(&pool, options.clone())
+        .await
+        .unwrap();
+    let again = Add { a: 1, b: 1 }
+        .enqueue_with(&pool, options.clone())
+        .await
+        .unwrap();
+    assert_eq!(first.id(), again.id());
+    assert!(first.was_created() && !again.was_created());
+    let conflict = Add { a: 2, b: 2 }
+        .enqueue_with(&pool, options)
+        .await
+        .unwrap_err();
+    assert_eq!(conflict.code(), "job.idempotency_conflict");
+
+    let record = runledger::engine::postgres::jobs::get_job_by_id(&pool, first.id())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.priority, 9);
+    assert_eq!(record.organization_id, Some(org));
+    assert!(record.next_run_at > chrono::Utc::now() + chrono::Duration::minutes(59));
+
+    let batch = runledger::enqueue_batch(&pool, (0..50).map(|n| Add { a: n, b: n }))
+        .await
+        .unwrap();
+    assert_eq!(batch.len(), 50);
+    let count: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM runledger.job_queue WHERE job_type = 'it.add'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(count, 51);
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn job_errors_retry_or_dead_letter_with_their_codes(pool: PgPool) {
+    let worker = start_worker(&pool).await;
+    let refused = Refuse {
+        reason: "no such mailbox".into(),
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap();
+    let flaky = Flaky {}.enqueue(&pool).await.unwrap();
+    let refused_state = eventually("the refused job to end", || async {
+        let state = job_state(&pool, refused.id()).await;
+        (state.0 == "DEAD_LETTERED").then_some(state)
+    })
+    .await;
+    assert_eq!(refused_state.1.as_deref(), Some("it.refused"));
+    let attempts: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM runledger.job_attempts WHERE job_id = $1")
+            .bind(refused.id().0)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(attempts, 1, "a terminal error is not retried");
+
+    // The `?`-converted error is retryable: the second attempt succeeds.
+    let output = eventually("the flaky job to succeed", || async {
+        flaky.output(&pool).await.unwrap()
+    })
+    .await;
+    assert_eq!(output, 2);
+    let codes: Vec<Option<String>> = sqlx::query_scalar(
+        "SELECT error_code FROM runledger.job_attempts WHERE job_id = $1 ORDER BY attempt",
+    )
+    .bind(flaky.id().0)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(codes, vec![Some("job.handler_error".to_owned()), None]);
+    worker.shutdown().await.unwrap();
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_payload_that_no_longer_deserializes_is_dead_lettered_and_the_worker_keeps_running(
+    pool: PgPool,
+) {
+    let worker = start_worker(&pool).await;
+    // An old producer's payload: `b` is missing and `a` is a string.
+    let stale = serde_json::json!({"a": "one"});
+    let bad = enqueue_job(&pool, &JobEnqueue::new("it.add", &stale))
+        .await
+        .unwrap();
+    let good = Add { a: 2, b: 3 }.enqueue(&pool).await.unwrap();
+
+    let (status, code) = eventually("the bad job to end", || async {
+        let state = job_state(&pool, bad.id).await;
+        (state.0 != "PENDING" && state.0 != "LEASED").then_some(state)
+    })
+    .await;
+    assert_eq!(status, "DEAD_LETTERED");
+    assert_eq!(code.as_deref(), Some("job.payload_invalid"));
+    let kept: serde_json::Value =
+        sqlx::query_scalar("SELECT payload FROM runledger.job_dead_letters WHERE job_id = $1")
+            .bind(bad.id.0)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(kept, stale, "the dead letter keeps the payload");
+
+    assert_eq!(
+        eventually("the good job", || async {
+            good.output(&pool).await.unwrap()
+        })
+        .await,
+        5
+    );
+    let later = Add { a: 10, b: 10 }.enqueue(&pool).await.unwrap();
+    assert_eq!(
+        eventually("a later job", || async {
+            later.output(&pool).await.unwrap()
+        })
+        .await,
+        20
+    );
+    worker.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_job_fn_stays_callable_directly() {
+    let summary = summarize("a bb ccc".into()).await.unwrap();
+    assert_eq!(summary.words, 3);
+    assert_eq!(
+        flaky(JobContext::for_tests("it.flaky"))
+            .await
+            .unwrap_err()
+            .to_string(),
+        "upstream unavailable"
+    );
+}
+
+#[test]
+fn registered_jobs_are_found_through_inventory() {
+    let jobs = runledger::registered_jobs().unwrap();
+    let names: Vec<&str> = jobs.iter().map(|j| j.name).collect();
+    for name in ["it.add", "it.summarize", "it.refuse", "it.flaky"] {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    let summarize = jobs.iter().find(|j| j.name == "it.summarize").unwrap();
+    assert!(summarize.location.file.ends_with("jobs.rs"));
+}

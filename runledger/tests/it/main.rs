@@ -1,0 +1,9 @@
+//! Integration tests of the typed API: jobs, workflows and schedules declared with the macros,
+//! run by a `Worker` against a fresh database per test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod jobs;
+mod schedules;
+mod support;
+mod workflows;
