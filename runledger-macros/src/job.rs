@@ -36,6 +36,7 @@ struct Field {
 
 /// The parsed fn.
 struct JobFn {
+    has_receiver: bool,
     takes_context: bool,
     fields: Vec<Field>,
     output: Option<Type>,
@@ -62,6 +63,11 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let model = parse_fn(&function, &mut errors);
     let payload = payload_ident(&job_args, &function.sig.ident);
     let mut out = quote!(#function);
+    if model.has_receiver {
+        // A method: generating a payload struct inside an `impl` block cannot work.
+        out.extend(errors.into_compile_errors());
+        return out;
+    }
     out.extend(payload_struct(&function, &payload, &model));
     if errors.is_empty() {
         out.extend(job_impl(&function, &job_args, &payload, &model));
@@ -144,6 +150,7 @@ fn parse_fn(function: &ItemFn, errors: &mut Errors) -> JobFn {
         );
     }
     let mut model = JobFn {
+        has_receiver: false,
         takes_context: false,
         fields: Vec::new(),
         output: None,
@@ -151,10 +158,13 @@ fn parse_fn(function: &ItemFn, errors: &mut Errors) -> JobFn {
     };
     for (index, input) in sig.inputs.iter().enumerate() {
         match input {
-            FnArg::Receiver(receiver) => errors.spanned(
-                receiver,
-                "a #[job] fn cannot take `self`: jobs are free functions of their arguments",
-            ),
+            FnArg::Receiver(receiver) => {
+                model.has_receiver = true;
+                errors.spanned(
+                    receiver,
+                    "a #[job] fn cannot take `self`: jobs are free functions of their arguments",
+                );
+            }
             FnArg::Typed(typed) if is_context(&typed.ty) => {
                 if index == 0 {
                     model.takes_context = true;

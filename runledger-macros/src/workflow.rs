@@ -207,11 +207,13 @@ fn check_graph(steps: &[Step], errors: &mut Errors) {
         }
     }
     if let Some(cycle) = find_cycle(&edges) {
-        let names: Vec<String> = cycle
+        // Named in the order the steps would run: each one waits for the one before it.
+        let mut names: Vec<String> = cycle
             .iter()
             .map(|&(node, _)| steps[node].field.to_string())
             .chain(std::iter::once(steps[cycle[0].0].field.to_string()))
             .collect();
+        names.reverse();
         if let Some(&(_, closing)) = cycle.last() {
             errors.spanned(
                 closing,
@@ -297,18 +299,20 @@ fn workflow_impl(
         );
         let (ty, key) = (&s.ty, &s.key);
         let doc = format!("Typed reference to step `{key}`.");
+        let output = quote_spanned!(ty.span()=> <#ty as ::runledger::WorkflowStep>::Output);
         quote! {
             #[doc = #doc]
-            #vis const #constant: ::runledger::Step<#ident, <#ty as ::runledger::WorkflowStep>::Output> =
-                ::runledger::Step::__new(#key);
+            #vis const #constant: ::runledger::Step<#ident, #output> = ::runledger::Step::__new(#key);
         }
     });
     let specs = steps.iter().map(|s| {
         let (field, key, options) = (&s.field, &s.key, &s.options);
         let after: Vec<String> = s.after.iter().map(&key_of).collect();
         let after_terminal: Vec<String> = s.after_terminal.iter().map(&key_of).collect();
+        let new =
+            quote_spanned!(s.ty.span()=> ::runledger::__private::StepSpec::new(&self.#field, #key));
         quote! {
-            ::runledger::__private::StepSpec::new(&self.#field, #key)?
+            #new?
                 .after(&[#(#after),*])
                 .after_terminal(&[#(#after_terminal),*])
                 #(#options)*

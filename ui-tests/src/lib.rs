@@ -1,1 +1,2 @@
-//! Holds the trybuild suite for Runledger's macros under `tests/`.
+//! The trybuild suite for Runledger's macros lives under `tests/ui/`; see the README beside
+//! this crate for how to run and regenerate it.

@@ -1,0 +1,11 @@
+use runledger::prelude::*;
+
+struct Connection;
+
+#[job(name = "reports.render")]
+async fn render(connection: Connection) -> Result<(), JobError> {
+    let _ = connection;
+    Ok(())
+}
+
+fn main() {}

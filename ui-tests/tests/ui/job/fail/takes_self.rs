@@ -1,0 +1,13 @@
+use runledger::prelude::*;
+
+struct Mailer;
+
+impl Mailer {
+    #[job(name = "emails.send")]
+    async fn send_email(&self, to: String) -> Result<(), JobError> {
+        let _ = to;
+        Ok(())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,15 @@
+use runledger::prelude::*;
+
+#[job] async fn crawl(url: String) -> Result<String, JobError> { Ok(url) }
+#[job] async fn classify() -> Result<u8, JobError> { Ok(1) }
+#[job] async fn score() -> Result<u8, JobError> { Ok(2) }
+
+#[workflow(name = "profiles.research")]
+struct Research {
+    #[step(key = "fetch", retries = 2)]
+    crawl: Crawl,
+    #[after(crawl)]
+    classify: Classify,
+}
+
+fn main() {}
