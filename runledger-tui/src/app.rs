@@ -9,8 +9,7 @@ use uuid::Uuid;
 
 use crate::model::{
     Command, DashboardData, Data, DefinitionRow, Found, JobDetailData, PollerEvent, Query,
-    QueueData, QueueFilter, Snapshot, ViewQuery, WorkflowDetailData, WorkflowFilter,
-    WorkflowsData,
+    QueueData, QueueFilter, Snapshot, ViewQuery, WorkflowDetailData, WorkflowFilter, WorkflowsData,
 };
 
 /// The four top-level screens, in key order (1–4).
@@ -151,7 +150,7 @@ pub(crate) struct Connection {
 }
 
 /// Startup settings of the app.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct AppConfig {
     pub(crate) organization: Option<Uuid>,
     pub(crate) limit: i64,
@@ -316,9 +315,7 @@ impl App {
             Screen::Tab(Tab::Dashboard) => answered(self.dashboard.as_ref().map(|l| &l.query)),
             Screen::Tab(Tab::Queue) => answered(self.queue.as_ref().map(|l| &l.query)),
             Screen::Tab(Tab::Workflows) => answered(self.workflows.as_ref().map(|l| &l.query)),
-            Screen::Tab(Tab::Definitions) => {
-                answered(self.definitions.as_ref().map(|l| &l.query))
-            }
+            Screen::Tab(Tab::Definitions) => answered(self.definitions.as_ref().map(|l| &l.query)),
             Screen::Job(_) => answered(self.job.as_ref().map(|l| &l.query)),
             Screen::Workflow(_) => answered(self.workflow.as_ref().map(|l| &l.query)),
         }
@@ -415,9 +412,7 @@ impl App {
         match self.screen() {
             Screen::Tab(Tab::Dashboard) => self.visible_metrics().len(),
             Screen::Tab(Tab::Queue) => self.queue.as_ref().map_or(0, |l| l.data.jobs.len()),
-            Screen::Tab(Tab::Workflows) => {
-                self.workflows.as_ref().map_or(0, |l| l.data.runs.len())
-            }
+            Screen::Tab(Tab::Workflows) => self.workflows.as_ref().map_or(0, |l| l.data.runs.len()),
             Screen::Tab(Tab::Definitions) => self.visible_definitions().len(),
             Screen::Workflow(_) => self
                 .workflow
@@ -637,7 +632,7 @@ impl App {
         });
     }
 
-    fn submit_input(&mut self, input: Input) -> Vec<Effect> {
+    fn submit_input(&mut self, input: &Input) -> Vec<Effect> {
         let value = non_blank(&input.text);
         match input.kind {
             InputKind::Search => match self.screen() {
@@ -732,7 +727,7 @@ impl App {
             KeyCode::Esc => self.input = None,
             KeyCode::Enter => {
                 if let Some(input) = self.input.take() {
-                    return self.submit_input(input);
+                    return self.submit_input(&input);
                 }
             }
             KeyCode::Backspace => {
@@ -822,8 +817,7 @@ impl App {
                     self.reset_queue_page();
                 }
                 Screen::Tab(Tab::Workflows) => {
-                    self.workflow_filter.status =
-                        cycle(&RUN_STATUSES, self.workflow_filter.status);
+                    self.workflow_filter.status = cycle(&RUN_STATUSES, self.workflow_filter.status);
                     self.reset_workflow_page();
                 }
                 _ => self.flash = Some("f filters the Queue and Workflows screens".to_owned()),
@@ -891,3 +885,6 @@ impl App {
         self.open_input(InputKind::WorkflowType);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -57,7 +57,9 @@ pub(crate) fn parse(
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag.to_owned(), Some(value.to_owned())),
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_owned(), Some(value.to_owned()))
+            }
             _ => (arg.clone(), None),
         };
         let mut value = |name: &str| {
@@ -72,9 +74,8 @@ pub(crate) fn parse(
             "--database-url" => database_url = Some(value("--database-url")?),
             "--org" => {
                 let text = value("--org")?;
-                organization = Some(
-                    Uuid::parse_str(&text).map_err(|_| format!("--org: not a UUID: {text}"))?,
-                );
+                organization =
+                    Some(Uuid::parse_str(&text).map_err(|_| format!("--org: not a UUID: {text}"))?);
             }
             "--refresh-ms" => {
                 let text = value("--refresh-ms")?;
@@ -157,11 +158,31 @@ mod tests {
     #[test]
     fn bad_input_is_refused_with_a_message() {
         assert!(run(&[], None).unwrap_err().contains("DATABASE_URL"));
-        assert!(run(&["--org", "nope"], Some("u")).unwrap_err().contains("UUID"));
-        assert!(run(&["--limit", "0"], Some("u")).unwrap_err().contains("--limit"));
-        assert!(run(&["--refresh-ms", "10"], Some("u")).unwrap_err().contains("--refresh-ms"));
-        assert!(run(&["--limit"], Some("u")).unwrap_err().contains("needs a value"));
-        assert!(run(&["--bogus"], Some("u")).unwrap_err().contains("unknown"));
+        assert!(
+            run(&["--org", "nope"], Some("u"))
+                .unwrap_err()
+                .contains("UUID")
+        );
+        assert!(
+            run(&["--limit", "0"], Some("u"))
+                .unwrap_err()
+                .contains("--limit")
+        );
+        assert!(
+            run(&["--refresh-ms", "10"], Some("u"))
+                .unwrap_err()
+                .contains("--refresh-ms")
+        );
+        assert!(
+            run(&["--limit"], Some("u"))
+                .unwrap_err()
+                .contains("needs a value")
+        );
+        assert!(
+            run(&["--bogus"], Some("u"))
+                .unwrap_err()
+                .contains("unknown")
+        );
         assert_eq!(run(&["--help"], None).unwrap(), Parsed::Help);
         assert_eq!(run(&["-V"], None).unwrap(), Parsed::Version);
     }

@@ -63,7 +63,11 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(Parsed::Version) => {
-            let _ = writeln!(std::io::stdout(), "runledger-tui {}", env!("CARGO_PKG_VERSION"));
+            let _ = writeln!(
+                std::io::stdout(),
+                "runledger-tui {}",
+                env!("CARGO_PKG_VERSION")
+            );
             return ExitCode::SUCCESS;
         }
         Err(message) => {
@@ -204,7 +208,9 @@ fn event_loop(
         }
         let size = guard.terminal.size()?;
         app.page_rows = usize::from(size.height.saturating_sub(CHROME_ROWS));
-        guard.terminal.draw(|frame| ui::draw(frame, app, Clock::now()))?;
+        guard
+            .terminal
+            .draw(|frame| ui::draw(frame, app, Clock::now()))?;
         if event::poll(Duration::from_millis(100))?
             && let Event::Key(key) = event::read()?
             && key.kind == KeyEventKind::Press

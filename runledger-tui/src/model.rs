@@ -411,7 +411,10 @@ impl DefinitionRow {
             max_attempts: definition.max_attempts,
             timeout_seconds: definition.timeout_seconds,
             priority: definition.priority,
-            retry_ms: (definition.retry_base_delay_ms, definition.retry_max_delay_ms),
+            retry_ms: (
+                definition.retry_base_delay_ms,
+                definition.retry_max_delay_ms,
+            ),
         }
     }
 }

@@ -17,8 +17,8 @@ use uuid::Uuid;
 
 use crate::model::{
     COUNT_CAP, Command, DashboardData, Data, DefinitionRow, Found, JobDetailData, PollerEvent,
-    Query, QueueData, QueueFilter, RunRow, Snapshot, ViewQuery, WorkflowDetailData,
-    WorkflowFilter, WorkflowsData,
+    Query, QueueData, QueueFilter, RunRow, Snapshot, ViewQuery, WorkflowDetailData, WorkflowFilter,
+    WorkflowsData,
 };
 
 /// Longest wait between retries after errors.
@@ -84,10 +84,7 @@ pub(crate) async fn run(
                 &mut failures,
                 &mut next_at,
                 config,
-                format!(
-                    "no answer within {} s",
-                    config.fetch_timeout.as_secs_f32()
-                ),
+                format!("no answer within {} s", config.fetch_timeout.as_secs_f32()),
             ),
         };
         if events.send(event).is_err() {

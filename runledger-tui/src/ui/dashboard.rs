@@ -94,9 +94,7 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
     let table = Table::new(body, widths)
         .header(header)
         .row_highlight_style(selected_style());
-    let mut state = TableState::default().with_selected(Some(App::clamp(
-        app.selected_dashboard,
-        rows.len(),
-    )));
+    let mut state =
+        TableState::default().with_selected(Some(App::clamp(app.selected_dashboard, rows.len())));
     frame.render_stateful_widget(table, table_area, &mut state);
 }

@@ -65,16 +65,21 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
     )
     .header(
         Row::new([
-            "TYPE", "ON", "VER", "TRIES", "TIMEOUT", "PRIO", "RETRY MS", "RUNTIME CONFIG",
+            "TYPE",
+            "ON",
+            "VER",
+            "TRIES",
+            "TIMEOUT",
+            "PRIO",
+            "RETRY MS",
+            "RUNTIME CONFIG",
             "SCHEDULES",
         ])
         .style(Style::new().add_modifier(Modifier::BOLD)),
     )
     .block(block)
     .row_highlight_style(selected_style());
-    let mut state = TableState::default().with_selected(Some(App::clamp(
-        app.selected_definition,
-        rows.len(),
-    )));
+    let mut state =
+        TableState::default().with_selected(Some(App::clamp(app.selected_definition, rows.len())));
     frame.render_stateful_widget(table, area, &mut state);
 }

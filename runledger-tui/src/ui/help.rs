@@ -8,25 +8,61 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 
 /// Keys and their effect, in the order shown.
 pub(crate) const KEYS: &[(&str, &str)] = &[
-    ("1-4, Tab, Shift+Tab", "switch screen: Dashboard, Queue, Workflows, Definitions"),
-    ("j/k, Down/Up", "move the selection (scroll in job detail); past the end turns the page"),
+    (
+        "1-4, Tab, Shift+Tab",
+        "switch screen: Dashboard, Queue, Workflows, Definitions",
+    ),
+    (
+        "j/k, Down/Up",
+        "move the selection (scroll in job detail); past the end turns the page",
+    ),
     ("g / G", "first / last row"),
     ("PgUp / PgDn", "move by a page"),
-    ("Enter, l", "open: job or run detail; on Dashboard/Definitions the jobs of that type"),
+    (
+        "Enter, l",
+        "open: job or run detail; on Dashboard/Definitions the jobs of that type",
+    ),
     ("h, Esc", "back to the previous screen"),
-    ("[ ], Left/Right", "switch job detail panes: Summary, Attempts+Events, Logs, Payload"),
-    ("/", "search: Queue by id, run id, idempotency key or error code; elsewhere filter rows"),
-    ("t", "job type filter (Queue); workflow type filter on Workflows"),
-    ("w", "Queue: only the selected job's workflow run (again: all); else workflow type filter"),
+    (
+        "[ ], Left/Right",
+        "switch job detail panes: Summary, Attempts+Events, Logs, Payload",
+    ),
+    (
+        "/",
+        "search: Queue by id, run id, idempotency key or error code; elsewhere filter rows",
+    ),
+    (
+        "t",
+        "job type filter (Queue); workflow type filter on Workflows",
+    ),
+    (
+        "w",
+        "Queue: only the selected job's workflow run (again: all); else workflow type filter",
+    ),
     ("f", "cycle the status filter (Queue, Workflows)"),
     ("c", "clear the filters of this screen"),
-    ("v", "toggle view: wide tables on lists, raw/pretty JSON on detail screens"),
-    ("y", "copy the selected id (or job type) to the clipboard (OSC 52)"),
+    (
+        "v",
+        "toggle view: wide tables on lists, raw/pretty JSON on detail screens",
+    ),
+    (
+        "y",
+        "copy the selected id (or job type) to the clipboard (OSC 52)",
+    ),
     ("p", "pause / resume auto-refresh"),
     ("r, .", "refresh now"),
-    ("R", "force refresh: now, even when paused, skipping the error backoff"),
-    (":", "command: <uuid> jump to job or run, job/run <uuid>, org <uuid>|all, 1-4, q"),
-    ("o", "toggle organization scope (all orgs <-> the org given/entered); asks if none"),
+    (
+        "R",
+        "force refresh: now, even when paused, skipping the error backoff",
+    ),
+    (
+        ":",
+        "command: <uuid> jump to job or run, job/run <uuid>, org <uuid>|all, 1-4, q",
+    ),
+    (
+        "o",
+        "toggle organization scope (all orgs <-> the org given/entered); asks if none",
+    ),
     ("?", "this help (any key closes it)"),
     ("q, Ctrl+C", "quit"),
 ];
@@ -44,7 +80,10 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect) {
         .iter()
         .map(|(keys, what)| {
             Line::from(vec![
-                Span::styled(format!(" {keys:<20}"), Style::new().add_modifier(Modifier::BOLD)),
+                Span::styled(
+                    format!(" {keys:<20}"),
+                    Style::new().add_modifier(Modifier::BOLD),
+                ),
                 Span::raw(*what),
             ])
         })

@@ -8,8 +8,7 @@ use ratatui::widgets::{Block, Paragraph, Tabs, Wrap};
 use runledger_engine::core::jobs::JobId;
 
 use super::{
-    format_optional_time, format_time, job_status_style, json_text, not_loaded_text,
-    placeholder,
+    format_optional_time, format_time, job_status_style, json_text, not_loaded_text, placeholder,
 };
 use crate::app::{App, Pane};
 use crate::model::{HistoryLine, JobDetailData};
@@ -29,12 +28,18 @@ fn summary(detail: &JobDetailData) -> Vec<Line<'static>> {
     let job = &detail.job;
     vec![
         Line::from(vec![
-            Span::styled(format!(" {}  ", job.job_type), Style::new().add_modifier(Modifier::BOLD)),
+            Span::styled(
+                format!(" {}  ", job.job_type),
+                Style::new().add_modifier(Modifier::BOLD),
+            ),
             Span::styled(job.status.to_string(), job_status_style(job.status)),
         ]),
         field("id", job.id.to_string()),
         field("organization", or_dash(job.organization_id)),
-        field("attempts", format!("{} of {}", job.attempts_used, job.max_attempts)),
+        field(
+            "attempts",
+            format!("{} of {}", job.attempts_used, job.max_attempts),
+        ),
         field("priority", job.priority.to_string()),
         field("timeout", format!("{} s", job.timeout_seconds)),
         field("created", format_time(job.created_at)),
@@ -44,11 +49,14 @@ fn summary(detail: &JobDetailData) -> Vec<Line<'static>> {
         field("lease expires", format_optional_time(job.lease_expires_at)),
         field("idempotency key", or_dash(job.idempotency_key.as_deref())),
         field("workflow run", or_dash(job.workflow_run_id)),
-        field("last error", format!(
-            "{} {}",
-            job.last_error_code.as_deref().unwrap_or("-"),
-            job.last_error_message.as_deref().unwrap_or("")
-        )),
+        field(
+            "last error",
+            format!(
+                "{} {}",
+                job.last_error_code.as_deref().unwrap_or("-"),
+                job.last_error_message.as_deref().unwrap_or("")
+            ),
+        ),
         field("progress", or_dash(job.progress.as_ref())),
         field("output", or_dash(job.output.as_ref())),
         field(
@@ -64,12 +72,19 @@ fn summary(detail: &JobDetailData) -> Vec<Line<'static>> {
 
 fn history_line(kind: &str, line: &HistoryLine) -> Line<'static> {
     Line::from(vec![
-        Span::styled(format!(" {} ", format_time(line.at)), Style::new().fg(Color::DarkGray)),
+        Span::styled(
+            format!(" {} ", format_time(line.at)),
+            Style::new().fg(Color::DarkGray),
+        ),
         Span::raw(format!(
             "{kind:<8} #{:<3} ",
-            line.attempt.map_or_else(|| "-".to_owned(), |a| a.to_string())
+            line.attempt
+                .map_or_else(|| "-".to_owned(), |a| a.to_string())
         )),
-        Span::styled(format!("{:<16} ", line.label), Style::new().add_modifier(Modifier::BOLD)),
+        Span::styled(
+            format!("{:<16} ", line.label),
+            Style::new().add_modifier(Modifier::BOLD),
+        ),
         Span::raw(line.text.clone()),
     ])
 }
@@ -107,7 +122,9 @@ fn logs(app: &App, detail: &JobDetailData) -> Vec<Line<'static>> {
         .map(|row| history_line("log", row))
         .collect();
     if lines.is_empty() {
-        vec![Line::from(" no log lines (handlers write them with ctx.log / ctx.info)")]
+        vec![Line::from(
+            " no log lines (handlers write them with ctx.log / ctx.info)",
+        )]
     } else {
         lines
     }

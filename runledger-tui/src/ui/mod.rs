@@ -150,11 +150,21 @@ fn footer_line(app: &App) -> Line<'static> {
         ));
     }
     let hints = match app.screen() {
-        Screen::Job(_) => " h back  [ ] panes  j/k scroll  v raw/pretty  y copy id  r refresh  ? help  q quit",
-        Screen::Workflow(_) => " h back  j/k move  Enter open step job  v raw/pretty  y copy  ? help  q quit",
-        Screen::Tab(Tab::Queue) => " Enter open  / search  t type  f status  w run  c clear  v wide  y copy  ? help",
-        Screen::Tab(Tab::Workflows) => " Enter open  / search  w type  f status  c clear  v wide  y copy  ? help",
-        Screen::Tab(_) => " 1-4 screens  Enter jobs of type  / filter  : jump to id  p pause  o org  ? help  q quit",
+        Screen::Job(_) => {
+            " h back  [ ] panes  j/k scroll  v raw/pretty  y copy id  r refresh  ? help  q quit"
+        }
+        Screen::Workflow(_) => {
+            " h back  j/k move  Enter open step job  v raw/pretty  y copy  ? help  q quit"
+        }
+        Screen::Tab(Tab::Queue) => {
+            " Enter open  / search  t type  f status  w run  c clear  v wide  y copy  ? help"
+        }
+        Screen::Tab(Tab::Workflows) => {
+            " Enter open  / search  w type  f status  c clear  v wide  y copy  ? help"
+        }
+        Screen::Tab(_) => {
+            " 1-4 screens  Enter jobs of type  / filter  : jump to id  p pause  o org  ? help  q quit"
+        }
     };
     Line::from(Span::styled(hints, Style::new().fg(Color::DarkGray)))
 }

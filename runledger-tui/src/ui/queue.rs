@@ -6,8 +6,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
 
 use super::{
-    format_count, format_time, job_status_style, not_loaded_text,
-    placeholder, selected_style,
+    format_count, format_time, job_status_style, not_loaded_text, placeholder, selected_style,
 };
 use crate::app::App;
 use crate::model::COUNT_CAP;
@@ -60,7 +59,15 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
         );
         return;
     }
-    let mut header = vec!["ID", "TYPE", "STATUS", "TRIES", "CREATED", "NEXT/FINISHED", "ERROR"];
+    let mut header = vec![
+        "ID",
+        "TYPE",
+        "STATUS",
+        "TRIES",
+        "CREATED",
+        "NEXT/FINISHED",
+        "ERROR",
+    ];
     if app.wide {
         header.extend(["ORG", "WORKER", "RUN"]);
     }
@@ -79,9 +86,17 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
             job.last_error_code.clone().unwrap_or_default(),
         ];
         if app.wide {
-            cells.push(job.organization_id.map(|o| o.to_string()).unwrap_or_default());
+            cells.push(
+                job.organization_id
+                    .map(|o| o.to_string())
+                    .unwrap_or_default(),
+            );
             cells.push(job.worker_id.clone().unwrap_or_default());
-            cells.push(job.workflow_run_id.map(|r| r.to_string()).unwrap_or_default());
+            cells.push(
+                job.workflow_run_id
+                    .map(|r| r.to_string())
+                    .unwrap_or_default(),
+            );
         }
         Row::new(cells).style(job_status_style(job.status))
     });
@@ -104,9 +119,7 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
     let table = Table::new(rows, widths)
         .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
         .row_highlight_style(selected_style());
-    let mut state = TableState::default().with_selected(Some(App::clamp(
-        app.selected_queue,
-        data.jobs.len(),
-    )));
+    let mut state =
+        TableState::default().with_selected(Some(App::clamp(app.selected_queue, data.jobs.len())));
     frame.render_stateful_widget(table, table_area, &mut state);
 }

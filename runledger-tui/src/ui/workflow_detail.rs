@@ -8,8 +8,8 @@ use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
 use runledger_engine::core::jobs::WorkflowRunId;
 
 use super::{
-    format_optional_time, format_time, json_text, not_loaded_text, placeholder,
-    run_status_style, selected_style, step_status_style,
+    format_optional_time, format_time, json_text, not_loaded_text, placeholder, run_status_style,
+    selected_style, step_status_style,
 };
 use crate::app::App;
 
@@ -44,11 +44,7 @@ pub(super) fn draw(
         Line::from(vec![
             format!(" {}  ", run.workflow_type).into(),
             ratatui::text::Span::styled(run.status.to_string(), run_status_style(run.status)),
-            format!(
-                "  reason: {}",
-                run.status_reason.as_deref().unwrap_or("-")
-            )
-            .into(),
+            format!("  reason: {}", run.status_reason.as_deref().unwrap_or("-")).into(),
         ]),
         Line::from(format!(
             " created {}  finished {}  org {}",
@@ -107,9 +103,7 @@ pub(super) fn draw(
             .style(Style::new().add_modifier(Modifier::BOLD)),
     )
     .row_highlight_style(selected_style());
-    let mut state = TableState::default().with_selected(Some(App::clamp(
-        app.selected_step,
-        detail.steps.len(),
-    )));
+    let mut state = TableState::default()
+        .with_selected(Some(App::clamp(app.selected_step, detail.steps.len())));
     frame.render_stateful_widget(table, steps_area, &mut state);
 }

@@ -45,7 +45,14 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
         );
         return;
     }
-    let mut header = vec!["ID", "TYPE", "STATUS", "STEPS OK/FAIL/ALL", "CREATED", "FINISHED"];
+    let mut header = vec![
+        "ID",
+        "TYPE",
+        "STATUS",
+        "STEPS OK/FAIL/ALL",
+        "CREATED",
+        "FINISHED",
+    ];
     if app.wide {
         header.extend(["ORG", "REASON"]);
     }
@@ -63,7 +70,11 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
             format_optional_time(run.finished_at),
         ];
         if app.wide {
-            cells.push(run.organization_id.map(|o| o.to_string()).unwrap_or_default());
+            cells.push(
+                run.organization_id
+                    .map(|o| o.to_string())
+                    .unwrap_or_default(),
+            );
             cells.push(run.status_reason.clone().unwrap_or_default());
         }
         Row::new(cells).style(run_status_style(run.status))
@@ -82,9 +93,7 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
     let table = Table::new(rows, widths)
         .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
         .row_highlight_style(selected_style());
-    let mut state = TableState::default().with_selected(Some(App::clamp(
-        app.selected_workflow,
-        data.runs.len(),
-    )));
+    let mut state = TableState::default()
+        .with_selected(Some(App::clamp(app.selected_workflow, data.runs.len())));
     frame.render_stateful_widget(table, table_area, &mut state);
 }
