@@ -1,4 +1,4 @@
-//! Job detail: panes Summary, Attempts+Events, Logs and Payload (switch with [ and ]).
+//! Job detail: panes Summary, Attempts+Events, Logs and Payload (switch with `[` and `]`).
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
