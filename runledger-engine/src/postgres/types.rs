@@ -8,7 +8,7 @@ use sqlx::{Decode, Encode, Postgres, Type};
 use uuid::Uuid;
 
 use crate::core::jobs::{
-    JobAttemptOutcome, JobEventType, JobFailureKind, JobId, JobScheduleId, JobStatus,
+    JobAttemptOutcome, JobEventType, JobFailureKind, JobId, JobLogLevel, JobScheduleId, JobStatus,
     WorkflowRunId, WorkflowRunStatus, WorkflowStepId, WorkflowStepStatus,
 };
 
@@ -44,6 +44,7 @@ text_enum_sql!(
     JobFailureKind,
     JobAttemptOutcome,
     JobEventType,
+    JobLogLevel,
     WorkflowRunStatus,
     WorkflowStepStatus,
 );

@@ -4,6 +4,7 @@
 pub mod catalog;
 pub mod config;
 pub mod error;
+mod job_logs;
 pub mod observer;
 pub mod reaper;
 pub mod registry;

@@ -17,8 +17,8 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::core::jobs::{
-    JobCompletion, JobFailure, JobFailureKind, JobId, JobStatus, StepOutputError, StepOutputReader,
-    StepOutputs, WorkflowStepId,
+    JobCompletion, JobFailure, JobFailureKind, JobId, JobLogSink, JobLogWriter, JobStatus,
+    StepOutputError, StepOutputReader, StepOutputs, WorkflowStepId,
 };
 use crate::postgres::jobs::{
     ClaimRequest, ClaimedJob, JOB_QUEUE_CHANNEL, JobSuccess, claim_jobs, complete_job_failure,
@@ -26,6 +26,7 @@ use crate::postgres::jobs::{
 };
 use crate::runtime::config::{JobsConfig, JobsConfigError};
 use crate::runtime::error::RuntimeLoopExit;
+use crate::runtime::job_logs::LogBuffer;
 use crate::runtime::observer::{
     JobCompletionPersistFailedEvent, JobCompletionPersistenceOperation, JobFailedEvent,
     JobLeaseLostEvent, JobLifecycleObservers, JobRunningEvent, JobSucceededEvent, LifecycleEvent,
@@ -148,6 +149,8 @@ struct Inner {
     observers: JobLifecycleObservers,
     running: Mutex<HashMap<JobId, RunningLease>>,
     aborted: Mutex<Vec<JobId>>,
+    /// Lines handlers log through their context, stored in batches by one task.
+    logs: Arc<LogBuffer>,
 }
 
 struct RunningLease {
@@ -191,6 +194,7 @@ impl Worker {
                 observers,
                 running: Mutex::new(HashMap::new()),
                 aborted: Mutex::new(Vec::new()),
+                logs: Arc::new(LogBuffer::default()),
             }),
         })
     }
@@ -224,6 +228,7 @@ impl Worker {
                 finished.push(done);
             }
         }
+        inner.logs.flush(&inner.pool).await;
         let (successes, failures): (Vec<_>, Vec<_>) =
             finished.into_iter().partition(|done| done.outcome.is_ok());
         let stats = inner.persist_successes(successes, &never).await;
@@ -265,6 +270,11 @@ impl Worker {
                 .heartbeat_loop(side_stop.clone())
                 .instrument(tracing::debug_span!("runledger.heartbeat")),
         );
+        let log_flusher = tokio::spawn({
+            let (inner, stop) = (Arc::clone(&inner), side_stop.clone());
+            async move { inner.logs.run(inner.pool.clone(), stop).await }
+                .instrument(tracing::debug_span!("runledger.job_logs"))
+        });
         let completer = tokio::spawn(
             Arc::clone(&inner)
                 .completer_loop(finished_rx, hard_stop.clone())
@@ -298,6 +308,7 @@ impl Worker {
         side_stop.cancel();
         let _ = heartbeat.await;
         let _ = listener.await;
+        let _ = log_flusher.await;
         let aborted = std::mem::take(&mut *lock(&inner.aborted));
         if aborted.is_empty() {
             RuntimeLoopExit::Shutdown
@@ -475,7 +486,16 @@ impl Inner {
         let started = Instant::now();
         let outcome = match self.registry.get(&job.job_type) {
             Some(handler) => {
-                run_handler(Arc::clone(handler), job, &self.pool, &lost, &hard_stop).await
+                let logs = JobLogSink(Arc::clone(&self.logs) as Arc<dyn JobLogWriter>);
+                run_handler(
+                    Arc::clone(handler),
+                    job,
+                    &self.pool,
+                    logs,
+                    &lost,
+                    &hard_stop,
+                )
+                .await
             }
             // Only registered types are claimed; a missing handler means the registry changed.
             None => Outcome::Failure(JobFailure::terminal(
@@ -729,10 +749,12 @@ async fn run_handler(
     handler: Arc<dyn JobHandler>,
     job: ClaimedJob,
     pool: &PgPool,
+    logs: JobLogSink,
     lost: &CancellationToken,
     hard_stop: &CancellationToken,
 ) -> Outcome {
     let mut context = job.context();
+    context.log_sink = Some(logs);
     if let Some(step_id) = job.workflow_step_id {
         context.step_outputs = Some(StepOutputs(Arc::new(PgStepOutputs {
             pool: pool.clone(),

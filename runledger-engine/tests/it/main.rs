@@ -6,6 +6,7 @@
 mod support;
 
 mod admin;
+mod admin_reads;
 mod catalog;
 mod claim;
 mod complete;

@@ -7,7 +7,10 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{JobFailureKind, JobId, JobType, WorkflowRunId, WorkflowStepId};
+use super::{
+    JobFailureKind, JobId, JobLogLevel, JobLogLine, JobLogSink, JobType, WorkflowRunId,
+    WorkflowStepId,
+};
 
 /// Facts about the job being executed, handed to [`JobHandler::execute`].
 ///
@@ -42,6 +45,12 @@ pub struct JobContext {
     pub workflow_step_key: Option<String>,
     /// Reads prerequisite outputs; set by the runtime for workflow steps.
     pub step_outputs: Option<StepOutputs>,
+    /// The attempt's fencing token (attempts over the job's whole life, as in `job_attempts`);
+    /// equal to `attempt` until the job is requeued.
+    pub lifetime_attempt: i32,
+    /// Where [`log`](Self::log) sends lines; set by the runtime. Without a sink, logging does
+    /// nothing.
+    pub log_sink: Option<JobLogSink>,
 }
 
 impl JobContext {
@@ -65,12 +74,63 @@ impl JobContext {
             workflow_step_id: None,
             workflow_step_key: None,
             step_outputs: None,
+            lifetime_attempt: attempt,
+            log_sink: None,
         }
     }
 
     /// Whether a retryable failure of this attempt will dead-letter the job anyway.
     pub fn is_last_attempt(&self) -> bool {
         self.attempt >= self.max_attempts
+    }
+
+    /// Writes a line to the job's log (`runledger.job_logs`, shown by the operator TUI). It
+    /// never waits: the runtime buffers lines and stores them in batches, so a line may appear
+    /// a moment after it was written, and lines are dropped (with a warning in the worker's
+    /// tracing output) if the database falls far behind. Without a runtime sink (e.g. in unit
+    /// tests) it does nothing.
+    ///
+    /// ```
+    /// use runledger_engine::core::jobs::{JobContext, JobId, JobLogLevel, JobType};
+    ///
+    /// let ctx = JobContext::new(JobId::new_v7(), JobType::new("emails.send"), 1, 5, "worker-a");
+    /// ctx.log(JobLogLevel::Info, "rendering template");
+    /// ctx.log_with_fields(JobLogLevel::Warn, "slow SMTP server", serde_json::json!({"ms": 950}));
+    /// ```
+    pub fn log(&self, level: JobLogLevel, message: impl Into<String>) {
+        if let Some(sink) = &self.log_sink {
+            sink.0.write(JobLogLine::new(
+                self.job_id,
+                self.lifetime_attempt,
+                level,
+                message,
+            ));
+        }
+    }
+
+    /// Like [`log`](Self::log), with structured fields (a JSON object).
+    pub fn log_with_fields(&self, level: JobLogLevel, message: impl Into<String>, fields: Value) {
+        if let Some(sink) = &self.log_sink {
+            sink.0.write(
+                JobLogLine::new(self.job_id, self.lifetime_attempt, level, message)
+                    .with_fields(fields),
+            );
+        }
+    }
+
+    /// Logs at [`JobLogLevel::Info`].
+    pub fn info(&self, message: impl Into<String>) {
+        self.log(JobLogLevel::Info, message);
+    }
+
+    /// Logs at [`JobLogLevel::Warn`].
+    pub fn warn(&self, message: impl Into<String>) {
+        self.log(JobLogLevel::Warn, message);
+    }
+
+    /// Logs at [`JobLogLevel::Error`].
+    pub fn error(&self, message: impl Into<String>) {
+        self.log(JobLogLevel::Error, message);
     }
 
     /// The stored output of `step_key`, one of this workflow step's prerequisites: `None` when

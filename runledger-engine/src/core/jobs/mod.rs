@@ -3,6 +3,7 @@
 mod handler;
 mod identifiers;
 mod ids;
+mod logs;
 mod status;
 mod workflow;
 
@@ -12,9 +13,10 @@ pub use handler::{
 };
 pub use identifiers::{IdentifierError, JobType, MAX_IDENTIFIER_CHARS, StepKey, WorkflowType};
 pub use ids::{JobId, JobScheduleId, WorkflowRunId, WorkflowStepId};
+pub use logs::{JobLogLine, JobLogSink, JobLogWriter, MAX_LOG_MESSAGE_CHARS};
 pub use status::{
-    JobAttemptOutcome, JobEventType, JobFailureKind, JobStatus, UnknownStatus, WorkflowRunStatus,
-    WorkflowStepStatus,
+    JobAttemptOutcome, JobEventType, JobFailureKind, JobLogLevel, JobStatus, UnknownStatus,
+    WorkflowRunStatus, WorkflowStepStatus,
 };
 pub use workflow::{
     WorkflowDagBuilder, WorkflowDependencyCondition, WorkflowRunEnqueue, WorkflowRunEnqueueBuilder,

@@ -201,3 +201,27 @@ mod tests {
         );
     }
 }
+
+status_enum!(
+    /// Severity of a line a handler logged through its
+    /// [`JobContext`](crate::core::jobs::JobContext), stored in `runledger.job_logs`.
+    ///
+    /// ```
+    /// use runledger_engine::core::jobs::JobLogLevel;
+    ///
+    /// assert_eq!(JobLogLevel::Warn.as_str(), "WARN");
+    /// assert!(JobLogLevel::Error > JobLogLevel::Info);
+    /// ```
+    JobLogLevel, "job log level" {
+        /// Very detailed tracing.
+        Trace => "TRACE",
+        /// Diagnostics.
+        Debug => "DEBUG",
+        /// Normal progress.
+        Info => "INFO",
+        /// Something unexpected that the handler coped with.
+        Warn => "WARN",
+        /// A failure.
+        Error => "ERROR",
+    }
+);

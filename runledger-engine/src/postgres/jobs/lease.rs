@@ -112,6 +112,7 @@ impl ClaimedJob {
             self.worker_id.clone(),
         );
         context.organization_id = self.organization_id;
+        context.lifetime_attempt = self.attempt;
         context.lease_expires_at = Some(self.lease_expires_at);
         context.workflow_run_id = self.workflow_run_id;
         context.workflow_step_id = self.workflow_step_id;

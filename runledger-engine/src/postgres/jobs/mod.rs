@@ -4,10 +4,14 @@
 
 mod admin;
 mod definitions;
+mod detail;
 mod enqueue;
 mod handles;
 mod lease;
+mod logs;
+mod metrics;
 mod reads;
+mod runtime_configs;
 mod schedules;
 mod workflows;
 
@@ -25,7 +29,15 @@ pub use lease::{
 };
 pub use reads::{
     DeadLetterListFilter, JobAttempt, JobDeadLetter, JobEvent, JobListFilter, JobPage, JobRecord,
-    MAX_PAGE_SIZE, get_job_by_id, list_dead_letters, list_job_attempts, list_job_events, list_jobs,
+    MAX_PAGE_SIZE, count_jobs, get_job_by_id, list_dead_letters, list_job_attempts,
+    list_job_events, list_jobs,
+};
+
+pub use detail::{JOB_DETAIL_LOG_LINES, JobDetail, get_job_detail};
+pub use logs::{JobLogListFilter, JobLogRecord, append_job_logs, list_job_logs};
+pub use metrics::{JobMetrics, get_job_metrics};
+pub use runtime_configs::{
+    JobRuntimeConfig, get_job_runtime_config, list_job_runtime_configs, upsert_job_runtime_config,
 };
 
 pub use handles::{
@@ -40,10 +52,11 @@ pub use schedules::{
 pub use workflows::{
     CompleteExternalWorkflowStepInput, EnqueuedWorkflowRun, ExternalStepCompletion,
     WORKFLOW_RUN_CHANNEL, WorkflowAppend, WorkflowAppendOutcome, WorkflowRunCountFilter,
-    WorkflowRunHandleScope, WorkflowRunListFilter, WorkflowRunRecord, WorkflowStepRecord,
-    append_workflow_steps, cancel_workflow_run, complete_external_workflow_step,
-    count_workflow_runs, enqueue_workflow_run, get_prerequisite_output, get_workflow_run,
-    list_workflow_runs, list_workflow_steps,
+    WorkflowRunHandleScope, WorkflowRunListFilter, WorkflowRunRecord, WorkflowRunStepCounts,
+    WorkflowStepRecord, append_workflow_steps, cancel_workflow_run,
+    complete_external_workflow_step, count_workflow_runs, enqueue_workflow_run,
+    get_prerequisite_output, get_workflow_run, list_workflow_run_step_counts, list_workflow_runs,
+    list_workflow_steps,
 };
 
 /// The PostgreSQL channel that enqueue notifies (payload: the job type) when claimable jobs

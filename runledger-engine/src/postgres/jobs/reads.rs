@@ -119,6 +119,14 @@ pub struct JobListFilter {
     pub after: Option<JobId>,
     /// Page size, 1 to [`MAX_PAGE_SIZE`]; 0 means 100.
     pub limit: i64,
+    /// Only jobs whose type contains this text (case-insensitive). Resolved against the job
+    /// definitions, so it stays index-backed on large queues.
+    pub job_type_contains: Option<String>,
+    /// Only steps of this workflow run.
+    pub workflow_run_id: Option<WorkflowRunId>,
+    /// Free-text search: a UUID matches the job id or its workflow run id; any other text
+    /// matches the idempotency key or the last error code exactly. Blank text is ignored.
+    pub search: Option<String>,
 }
 
 impl JobListFilter {
@@ -143,6 +151,42 @@ impl JobListFilter {
     pub fn organization_id(mut self, organization_id: Uuid) -> Self {
         self.organization_id = Some(organization_id);
         self
+    }
+
+    /// Only jobs whose type contains this text (case-insensitive).
+    pub fn job_type_contains(mut self, text: impl Into<String>) -> Self {
+        self.job_type_contains = Some(text.into());
+        self
+    }
+
+    /// Only steps of this workflow run.
+    pub fn workflow_run_id(mut self, run_id: WorkflowRunId) -> Self {
+        self.workflow_run_id = Some(run_id);
+        self
+    }
+
+    /// Free-text search (see [`JobListFilter::search`]).
+    pub fn search(mut self, text: impl Into<String>) -> Self {
+        self.search = Some(text.into());
+        self
+    }
+
+    /// The search split into its UUID and text forms, blank text ignored.
+    fn search_terms(&self) -> (Option<Uuid>, Option<&str>) {
+        match self.search.as_deref().map(str::trim) {
+            None | Some("") => (None, None),
+            Some(text) => match Uuid::parse_str(text) {
+                Ok(id) => (Some(id), None),
+                Err(_) => (None, Some(text)),
+            },
+        }
+    }
+
+    fn type_contains(&self) -> Option<&str> {
+        self.job_type_contains
+            .as_deref()
+            .map(str::trim)
+            .filter(|text| !text.is_empty())
     }
 
     /// Continue after this job (keyset pagination).
@@ -198,6 +242,7 @@ pub async fn list_jobs<'e>(
     filter: &JobListFilter,
 ) -> Result<JobPage> {
     let limit = page_size(filter.limit);
+    let (search_id, search_text) = filter.search_terms();
     let mut jobs = sqlx::query_as!(
         JobRecord,
         r#"
@@ -213,6 +258,12 @@ pub async fn list_jobs<'e>(
           AND ($2::text IS NULL OR job_type = $2)
           AND ($3::uuid IS NULL OR organization_id = $3)
           AND ($4::uuid IS NULL OR id < $4)
+          AND ($6::text IS NULL OR job_type IN (
+                SELECT d.job_type FROM runledger.job_definitions d
+                WHERE strpos(lower(d.job_type), lower($6)) > 0))
+          AND ($7::uuid IS NULL OR workflow_run_id = $7)
+          AND ($8::uuid IS NULL OR id = $8 OR workflow_run_id = $8)
+          AND ($9::text IS NULL OR idempotency_key = $9 OR last_error_code = $9)
         ORDER BY id DESC
         LIMIT $5
         "#,
@@ -221,6 +272,10 @@ pub async fn list_jobs<'e>(
         filter.organization_id,
         filter.after.map(|id| id.0),
         limit + 1,
+        filter.type_contains(),
+        filter.workflow_run_id.map(|id| id.0),
+        search_id,
+        search_text,
     )
     .fetch_all(executor)
     .await?;
@@ -231,6 +286,58 @@ pub async fn list_jobs<'e>(
         None
     };
     Ok(JobPage { jobs, next_cursor })
+}
+
+/// Counts the jobs [`list_jobs`] would list with `filter` (ignoring its page position and
+/// size). With `up_to`, counting stops there: operator views show "10,000+" instead of paying
+/// for an exact count of a huge status.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
+/// use runledger_engine::core::jobs::JobStatus;
+/// use runledger_engine::postgres::jobs::{count_jobs, JobListFilter};
+///
+/// let filter = JobListFilter::new().status(JobStatus::DeadLettered);
+/// let dead = count_jobs(&pool, &filter, Some(10_000)).await?;
+/// println!("{dead}{}", if dead == 10_000 { "+" } else { "" });
+/// # Ok(()) }
+/// ```
+pub async fn count_jobs<'e>(
+    executor: impl PgExecutor<'e>,
+    filter: &JobListFilter,
+    up_to: Option<i64>,
+) -> Result<i64> {
+    let (search_id, search_text) = filter.search_terms();
+    let count = sqlx::query_scalar!(
+        r#"
+        SELECT count(*) AS "count!"
+        FROM (
+            SELECT 1
+            FROM runledger.job_queue
+            WHERE ($1::text IS NULL OR status = $1)
+              AND ($2::text IS NULL OR job_type = $2)
+              AND ($3::uuid IS NULL OR organization_id = $3)
+              AND ($4::text IS NULL OR job_type IN (
+                    SELECT d.job_type FROM runledger.job_definitions d
+                    WHERE strpos(lower(d.job_type), lower($4)) > 0))
+              AND ($5::uuid IS NULL OR workflow_run_id = $5)
+              AND ($6::uuid IS NULL OR id = $6 OR workflow_run_id = $6)
+              AND ($7::text IS NULL OR idempotency_key = $7 OR last_error_code = $7)
+            LIMIT $8
+        ) AS matching
+        "#,
+        filter.status.map(JobStatus::as_str),
+        filter.job_type.as_deref(),
+        filter.organization_id,
+        filter.type_contains(),
+        filter.workflow_run_id.map(|id| id.0),
+        search_id,
+        search_text,
+        up_to.map(|cap| cap.max(0)),
+    )
+    .fetch_one(executor)
+    .await?;
+    Ok(count)
 }
 
 /// One finished attempt of a job (the attempt in progress is described by the job row).

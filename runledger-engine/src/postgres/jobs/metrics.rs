@@ -1,0 +1,72 @@
+//! Per-type queue metrics for dashboards (`runledger.job_metrics_rollup`).
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+use crate::postgres::error::Result;
+
+/// Queue figures for one job type: the live backlog and the last 24 hours.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JobMetrics {
+    /// The job type (one row per job definition).
+    pub job_type: String,
+    /// Whether the definition is enabled.
+    pub is_enabled: bool,
+    /// Jobs waiting, including delayed ones and retries not yet due.
+    pub pending: i64,
+    /// Pending jobs that are due now (claimable).
+    pub pending_ready: i64,
+    /// The earliest `next_run_at` among due pending jobs: how long the oldest claimable job
+    /// has been waiting.
+    pub oldest_ready_at: Option<DateTime<Utc>>,
+    /// Jobs leased by a worker.
+    pub leased: i64,
+    /// Leased jobs whose lease has expired (the worker is gone; the reaper will take them back).
+    pub stale_leases: i64,
+    /// Jobs that succeeded in the last 24 hours.
+    pub succeeded_24h: i64,
+    /// Jobs dead-lettered in the last 24 hours.
+    pub dead_lettered_24h: i64,
+    /// Median duration of the successful attempts of the last 24 hours.
+    pub p50_duration_ms: Option<f64>,
+    /// 95th percentile duration of the successful attempts of the last 24 hours.
+    pub p95_duration_ms: Option<f64>,
+}
+
+/// Reads [`JobMetrics`] for every job definition, by job type; for one organization's jobs
+/// when `organization_id` is given. The global figures are also the rows of the view
+/// `runledger.job_metrics_rollup`.
+///
+/// Every part reads an index range: the backlog through the claim and lease-expiry partial
+/// indexes, successes and dead letters through finish-time indexes. Its cost grows with the
+/// backlog and the last day's volume, not with the job history.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
+/// for row in runledger_engine::postgres::jobs::get_job_metrics(&pool, None).await? {
+///     println!("{}: {} ready, {} stale leases", row.job_type, row.pending_ready, row.stale_leases);
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn get_job_metrics<'e>(
+    executor: impl PgExecutor<'e>,
+    organization_id: Option<Uuid>,
+) -> Result<Vec<JobMetrics>> {
+    let rows = sqlx::query_as!(
+        JobMetrics,
+        r#"
+        SELECT job_type AS "job_type!", is_enabled AS "is_enabled!", pending AS "pending!",
+               pending_ready AS "pending_ready!", oldest_ready_at, leased AS "leased!",
+               stale_leases AS "stale_leases!", succeeded_24h AS "succeeded_24h!",
+               dead_lettered_24h AS "dead_lettered_24h!", p50_duration_ms, p95_duration_ms
+        FROM runledger.job_metrics($1)
+        ORDER BY job_type
+        "#,
+        organization_id,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}

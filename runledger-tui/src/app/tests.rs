@@ -1,0 +1,405 @@
+//! Key handling, one test per key group.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use runledger_engine::core::jobs::{JobId, JobStatus, WorkflowRunId, WorkflowRunStatus};
+use uuid::Uuid;
+
+use super::{App, Detail, Effect, InputKind, Pane, Screen, Tab};
+use crate::model::{Command, Data, Found, QueueData, ViewQuery, WorkflowsData};
+use crate::ui::tests::{app, job, load, metrics, press, queue_data, run_row, workflow_detail};
+
+fn type_text(app: &mut App, text: &str) {
+    for c in text.chars() {
+        press(app, KeyCode::Char(c));
+    }
+}
+
+fn queue_app() -> App {
+    let mut app = app();
+    press(&mut app, KeyCode::Char('2'));
+    load(&mut app, Data::Queue(queue_data()));
+    app
+}
+
+#[test]
+fn number_keys_and_tab_switch_screens() {
+    let mut app = app();
+    assert_eq!(app.screen(), Screen::Tab(Tab::Dashboard));
+    for (key, tab) in [
+        ('2', Tab::Queue),
+        ('3', Tab::Workflows),
+        ('4', Tab::Definitions),
+        ('1', Tab::Dashboard),
+    ] {
+        press(&mut app, KeyCode::Char(key));
+        assert_eq!(app.screen(), Screen::Tab(tab));
+    }
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.tab, Tab::Queue);
+    press(&mut app, KeyCode::BackTab);
+    press(&mut app, KeyCode::BackTab);
+    assert_eq!(app.tab, Tab::Definitions, "Shift+Tab wraps backwards");
+    assert_eq!(app.query().view, ViewQuery::Definitions);
+}
+
+#[test]
+fn movement_keys_move_the_selection_and_turn_keyset_pages() {
+    let mut app = queue_app();
+    press(&mut app, KeyCode::Char('j'));
+    assert_eq!(app.selected_queue, 1);
+    press(&mut app, KeyCode::Up);
+    assert_eq!(app.selected_queue, 0);
+    press(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Char('k'));
+    press(&mut app, KeyCode::Char('G'));
+    assert_eq!(App::clamp(app.selected_queue, 2), 1);
+    press(&mut app, KeyCode::Char('g'));
+    assert_eq!(app.selected_queue, 0);
+    press(&mut app, KeyCode::PageDown);
+    assert_eq!(
+        app.selected_queue, 1,
+        "a page key stops at the last row first"
+    );
+    // Past the last row: the next keyset page, from the page's cursor.
+    press(&mut app, KeyCode::Char('j'));
+    assert_eq!(app.queue_pages, vec![JobId(Uuid::from_u128(2))]);
+    assert_eq!(
+        app.query().view,
+        ViewQuery::Queue {
+            filter: app.queue_filter.clone(),
+            after: Some(JobId(Uuid::from_u128(2)))
+        }
+    );
+    load(
+        &mut app,
+        Data::Queue(QueueData {
+            next_cursor: None,
+            ..queue_data()
+        }),
+    );
+    press(&mut app, KeyCode::Char('j'));
+    press(&mut app, KeyCode::PageUp);
+    assert_eq!(app.selected_queue, 0);
+    press(&mut app, KeyCode::Char('k'));
+    assert!(
+        app.queue_pages.is_empty(),
+        "above the first row: the previous page"
+    );
+    assert_eq!(app.selected_queue, usize::MAX, "…at its last row");
+}
+
+#[test]
+fn enter_opens_and_h_or_esc_go_back() {
+    let mut app = queue_app();
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.screen(), Screen::Job(JobId(Uuid::from_u128(3))));
+    assert_eq!(app.query().view, ViewQuery::Job(JobId(Uuid::from_u128(3))));
+    press(&mut app, KeyCode::Char('h'));
+    assert_eq!(app.screen(), Screen::Tab(Tab::Queue));
+
+    press(&mut app, KeyCode::Char('3'));
+    load(
+        &mut app,
+        Data::Workflows(WorkflowsData {
+            runs: vec![run_row(77)],
+            total: 1,
+            next_cursor: None,
+        }),
+    );
+    press(&mut app, KeyCode::Char('l'));
+    let run = WorkflowRunId(Uuid::from_u128(77));
+    assert_eq!(app.screen(), Screen::Workflow(run));
+    load(&mut app, Data::Workflow(Some(Box::new(workflow_detail()))));
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(
+        app.stack,
+        vec![
+            Detail::Workflow(run),
+            Detail::Job(JobId(Uuid::from_u128(31)))
+        ]
+    );
+    press(&mut app, KeyCode::Esc);
+    assert_eq!(app.screen(), Screen::Workflow(run));
+    press(&mut app, KeyCode::Char('G'));
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.flash.as_deref(), Some("this step has no job yet"));
+
+    // On the dashboard, Enter shows the queue of the selected type.
+    press(&mut app, KeyCode::Char('1'));
+    load(&mut app, Data::Dashboard(metrics()));
+    press(&mut app, KeyCode::Char('j'));
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.screen(), Screen::Tab(Tab::Queue));
+    assert_eq!(
+        app.queue_filter.type_contains.as_deref(),
+        Some("reports.render")
+    );
+}
+
+#[test]
+fn brackets_and_arrows_switch_job_detail_panes() {
+    let mut app = queue_app();
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.pane, Pane::Summary);
+    press(&mut app, KeyCode::Char(']'));
+    assert_eq!(app.pane, Pane::History);
+    press(&mut app, KeyCode::Right);
+    assert_eq!(app.pane, Pane::Logs);
+    press(&mut app, KeyCode::Char('j'));
+    assert_eq!(app.detail_scroll, 1, "j scrolls inside a pane");
+    press(&mut app, KeyCode::Left);
+    assert_eq!(app.pane, Pane::History);
+    assert_eq!(app.detail_scroll, 0);
+    press(&mut app, KeyCode::Char('['));
+    press(&mut app, KeyCode::Char('['));
+    assert_eq!(app.pane, Pane::Payload, "panes wrap around");
+}
+
+#[test]
+fn slash_t_and_w_edit_filters() {
+    let mut app = queue_app();
+    press(&mut app, KeyCode::Char('/'));
+    assert_eq!(app.input.as_ref().unwrap().kind, InputKind::Search);
+    type_text(&mut app, "smtp.rejected");
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.queue_filter.search.as_deref(), Some("smtp.rejected"));
+
+    press(&mut app, KeyCode::Char('t'));
+    type_text(&mut app, "email");
+    press(&mut app, KeyCode::Backspace);
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.queue_filter.type_contains.as_deref(), Some("emai"));
+
+    press(&mut app, KeyCode::Char('t'));
+    press(&mut app, KeyCode::Esc);
+    assert!(app.input.is_none());
+    assert_eq!(
+        app.queue_filter.type_contains.as_deref(),
+        Some("emai"),
+        "Esc keeps the filter"
+    );
+
+    // w on the queue: only the selected job's workflow run, and back.
+    load(&mut app, Data::Queue(queue_data()));
+    press(&mut app, KeyCode::Char('j'));
+    press(&mut app, KeyCode::Char('w'));
+    assert_eq!(
+        app.queue_filter.workflow_run,
+        Some(WorkflowRunId(Uuid::from_u128(77)))
+    );
+    press(&mut app, KeyCode::Char('w'));
+    assert_eq!(app.queue_filter.workflow_run, None);
+    // A job without a run: w edits the workflow type filter on the Workflows screen.
+    press(&mut app, KeyCode::Char('g'));
+    press(&mut app, KeyCode::Char('w'));
+    assert_eq!(app.screen(), Screen::Tab(Tab::Workflows));
+    type_text(&mut app, "research");
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(
+        app.workflow_filter.type_contains.as_deref(),
+        Some("research")
+    );
+
+    // / on workflows with a UUID looks the id up.
+    press(&mut app, KeyCode::Char('/'));
+    press(&mut app, KeyCode::Char('u'));
+    let _ = app.handle_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
+    type_text(&mut app, &Uuid::from_u128(5).to_string());
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.query().view, ViewQuery::Lookup(Uuid::from_u128(5)));
+}
+
+#[test]
+fn f_cycles_status_filters_and_c_clears_them() {
+    let mut app = queue_app();
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        press(&mut app, KeyCode::Char('f'));
+        seen.push(app.queue_filter.status);
+    }
+    assert_eq!(
+        seen,
+        [
+            Some(JobStatus::Pending),
+            Some(JobStatus::Leased),
+            Some(JobStatus::Succeeded),
+            Some(JobStatus::DeadLettered),
+            Some(JobStatus::Canceled),
+            None
+        ]
+    );
+    press(&mut app, KeyCode::Char('f'));
+    press(&mut app, KeyCode::Char('t'));
+    type_text(&mut app, "x");
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Char('c'));
+    assert!(app.queue_filter.is_empty());
+
+    press(&mut app, KeyCode::Char('3'));
+    press(&mut app, KeyCode::Char('f'));
+    assert_eq!(app.workflow_filter.status, Some(WorkflowRunStatus::Running));
+    press(&mut app, KeyCode::Char('c'));
+    assert_eq!(app.workflow_filter.status, None);
+
+    press(&mut app, KeyCode::Char('1'));
+    press(&mut app, KeyCode::Char('f'));
+    assert!(
+        app.flash
+            .as_deref()
+            .unwrap()
+            .contains("Queue and Workflows")
+    );
+}
+
+#[test]
+fn v_toggles_the_view() {
+    let mut app = queue_app();
+    press(&mut app, KeyCode::Char('v'));
+    assert!(app.wide);
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Char('v'));
+    assert!(app.raw_json);
+    press(&mut app, KeyCode::Char('v'));
+    assert!(!app.raw_json);
+}
+
+#[test]
+fn refresh_keys_and_pause_talk_to_the_poller() {
+    let mut app = app();
+    assert_eq!(
+        press(&mut app, KeyCode::Char('r')),
+        vec![Effect::Poller(Command::Refresh)]
+    );
+    assert_eq!(
+        press(&mut app, KeyCode::Char('.')),
+        vec![Effect::Poller(Command::Refresh)]
+    );
+    assert_eq!(
+        press(&mut app, KeyCode::Char('R')),
+        vec![Effect::Poller(Command::ForceRefresh)]
+    );
+    assert_eq!(
+        press(&mut app, KeyCode::Char('p')),
+        vec![Effect::Poller(Command::SetPaused(true))]
+    );
+    assert!(app.paused);
+    assert_eq!(
+        press(&mut app, KeyCode::Char('p')),
+        vec![Effect::Poller(Command::SetPaused(false))]
+    );
+}
+
+#[test]
+fn y_copies_the_selected_id() {
+    let mut app = queue_app();
+    press(&mut app, KeyCode::Char('j'));
+    let id = Uuid::from_u128(2).to_string();
+    assert_eq!(
+        press(&mut app, KeyCode::Char('y')),
+        vec![Effect::Copy(id.clone())]
+    );
+    assert_eq!(app.flash, Some(format!("copied {id}")));
+    press(&mut app, KeyCode::Char('1'));
+    load(&mut app, Data::Dashboard(metrics()));
+    assert_eq!(
+        press(&mut app, KeyCode::Char('y')),
+        vec![Effect::Copy("emails.send".to_owned())]
+    );
+}
+
+#[test]
+fn colon_runs_commands_and_jumps_to_ids() {
+    let mut app = app();
+    let id = Uuid::from_u128(42);
+    press(&mut app, KeyCode::Char(':'));
+    type_text(&mut app, &id.to_string());
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.query().view, ViewQuery::Lookup(id));
+    load(&mut app, Data::Lookup(Found::Workflow(WorkflowRunId(id))));
+    assert_eq!(app.screen(), Screen::Workflow(WorkflowRunId(id)));
+
+    press(&mut app, KeyCode::Char(':'));
+    type_text(&mut app, &id.to_string());
+    press(&mut app, KeyCode::Enter);
+    load(&mut app, Data::Lookup(Found::Nothing(id)));
+    assert!(
+        app.flash
+            .as_deref()
+            .unwrap()
+            .starts_with("no job or workflow run")
+    );
+
+    for (line, screen) in [
+        ("queue", Screen::Tab(Tab::Queue)),
+        ("4", Screen::Tab(Tab::Definitions)),
+    ] {
+        press(&mut app, KeyCode::Char(':'));
+        type_text(&mut app, line);
+        press(&mut app, KeyCode::Enter);
+        assert_eq!(app.screen(), screen);
+    }
+    press(&mut app, KeyCode::Char(':'));
+    type_text(&mut app, &format!("org {id}"));
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.query().organization, Some(id));
+    press(&mut app, KeyCode::Char(':'));
+    type_text(&mut app, "quit");
+    assert_eq!(press(&mut app, KeyCode::Enter), vec![Effect::Quit]);
+}
+
+#[test]
+fn o_toggles_the_organization_scope() {
+    let mut app = app();
+    press(&mut app, KeyCode::Char('o'));
+    assert_eq!(
+        app.input.as_ref().unwrap().kind,
+        InputKind::Organization,
+        "asks when none is known"
+    );
+    type_text(&mut app, "not-a-uuid");
+    press(&mut app, KeyCode::Enter);
+    assert!(app.flash.as_deref().unwrap().contains("not a UUID"));
+    let org = Uuid::from_u128(9);
+    press(&mut app, KeyCode::Char('o'));
+    press(&mut app, KeyCode::Char('u'));
+    let _ = app.handle_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
+    type_text(&mut app, &org.to_string());
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.organization, Some(org));
+    press(&mut app, KeyCode::Char('o'));
+    assert_eq!(app.organization, None);
+    press(&mut app, KeyCode::Char('o'));
+    assert_eq!(app.organization, Some(org), "o brings the last scope back");
+}
+
+#[test]
+fn help_and_quit_keys() {
+    let mut app = app();
+    press(&mut app, KeyCode::Char('?'));
+    assert!(app.help);
+    assert!(press(&mut app, KeyCode::Char('j')).is_empty());
+    assert!(!app.help, "any key closes help");
+    assert_eq!(press(&mut app, KeyCode::Char('q')), vec![Effect::Quit]);
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    assert_eq!(app.handle_key(ctrl_c), vec![Effect::Quit]);
+    press(&mut app, KeyCode::Char('/'));
+    assert_eq!(
+        app.handle_key(ctrl_c),
+        vec![Effect::Quit],
+        "even while typing"
+    );
+}
+
+#[test]
+fn snapshots_for_an_old_query_do_not_count_as_current() {
+    let mut app = queue_app();
+    assert!(app.is_current());
+    press(&mut app, KeyCode::Char('f'));
+    assert!(
+        !app.is_current(),
+        "filters changed: the data on screen is for the old query"
+    );
+    let _ = job(1, "x", JobStatus::Pending);
+}

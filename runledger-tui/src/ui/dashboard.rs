@@ -1,0 +1,100 @@
+//! Dashboard: per-type queue metrics and workflow run counters.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
+
+use super::{Clock, format_duration, not_loaded_text, placeholder, selected_style};
+use crate::app::App;
+
+fn ms(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |ms| format!("{ms:.0}"))
+}
+
+pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &App, clock: Clock) {
+    let Some(loaded) = &app.dashboard else {
+        return placeholder(frame, area, block, &not_loaded_text(app));
+    };
+    let rows = app.visible_metrics();
+    let data = &loaded.data;
+    let sum = |f: fn(&crate::model::MetricRow) -> i64| data.metrics.iter().map(f).sum::<i64>();
+    let summary = Line::from(format!(
+        " pending {}  ready {}  leased {}  stale leases {}  succeeded 24h {}  dead-lettered 24h {}  |  runs: running {}  waiting {}  with errors {}",
+        sum(|m| m.pending),
+        sum(|m| m.ready),
+        sum(|m| m.leased),
+        sum(|m| m.stale_leases),
+        sum(|m| m.succeeded_24h),
+        sum(|m| m.dead_lettered_24h),
+        data.runs_running,
+        data.runs_waiting,
+        data.runs_with_errors,
+    ));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let [summary_area, table_area] =
+        Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(inner);
+    frame.render_widget(Paragraph::new(summary), summary_area);
+    if rows.is_empty() {
+        let text = if data.metrics.is_empty() {
+            "no job definitions yet"
+        } else {
+            "no job type matches the filter (c clears it)"
+        };
+        frame.render_widget(
+            Paragraph::new(text).style(Style::new().fg(Color::DarkGray)),
+            table_area,
+        );
+        return;
+    }
+    let header = Row::new([
+        "TYPE", "ON", "PENDING", "READY", "OLDEST", "LEASED", "STALE", "OK 24H", "DEAD 24H",
+        "P50 MS", "P95 MS",
+    ])
+    .style(Style::new().add_modifier(Modifier::BOLD));
+    let body = rows.iter().map(|m| {
+        let oldest = m.oldest_ready_at.map_or_else(
+            || "-".to_owned(),
+            |at| format_duration((clock.utc - at).to_std().unwrap_or_default()),
+        );
+        let row = Row::new([
+            m.job_type.clone(),
+            if m.enabled { "yes" } else { "no" }.to_owned(),
+            m.pending.to_string(),
+            m.ready.to_string(),
+            oldest,
+            m.leased.to_string(),
+            m.stale_leases.to_string(),
+            m.succeeded_24h.to_string(),
+            m.dead_lettered_24h.to_string(),
+            ms(m.p50_ms),
+            ms(m.p95_ms),
+        ]);
+        if m.stale_leases > 0 || m.dead_lettered_24h > 0 {
+            row.style(Style::new().fg(Color::Red))
+        } else {
+            row
+        }
+    });
+    let widths = [
+        Constraint::Min(16),
+        Constraint::Length(3),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(7),
+        Constraint::Length(6),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(7),
+        Constraint::Length(7),
+    ];
+    let table = Table::new(body, widths)
+        .header(header)
+        .row_highlight_style(selected_style());
+    let mut state =
+        TableState::default().with_selected(Some(App::clamp(app.selected_dashboard, rows.len())));
+    frame.render_stateful_widget(table, table_area, &mut state);
+}

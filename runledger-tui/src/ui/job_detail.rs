@@ -1,0 +1,180 @@
+//! Job detail: panes Summary, Attempts+Events, Logs and Payload (switch with `[` and `]`).
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph, Tabs, Wrap};
+use runledger_engine::core::jobs::JobId;
+
+use super::{
+    format_optional_time, format_time, job_status_style, json_text, not_loaded_text, placeholder,
+};
+use crate::app::{App, Pane};
+use crate::model::{HistoryLine, JobDetailData};
+
+fn field(name: &str, value: String) -> Line<'static> {
+    Line::from(vec![
+        Span::styled(format!(" {name:<16}"), Style::new().fg(Color::DarkGray)),
+        Span::raw(value),
+    ])
+}
+
+fn or_dash<T: ToString>(value: Option<T>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+fn summary(detail: &JobDetailData) -> Vec<Line<'static>> {
+    let job = &detail.job;
+    vec![
+        Line::from(vec![
+            Span::styled(
+                format!(" {}  ", job.job_type),
+                Style::new().add_modifier(Modifier::BOLD),
+            ),
+            Span::styled(job.status.to_string(), job_status_style(job.status)),
+        ]),
+        field("id", job.id.to_string()),
+        field("organization", or_dash(job.organization_id)),
+        field(
+            "attempts",
+            format!("{} of {}", job.attempts_used, job.max_attempts),
+        ),
+        field("priority", job.priority.to_string()),
+        field("timeout", format!("{} s", job.timeout_seconds)),
+        field("created", format_time(job.created_at)),
+        field("next run", format_time(job.next_run_at)),
+        field("finished", format_optional_time(job.finished_at)),
+        field("worker", or_dash(job.worker_id.as_deref())),
+        field("lease expires", format_optional_time(job.lease_expires_at)),
+        field("idempotency key", or_dash(job.idempotency_key.as_deref())),
+        field("workflow run", or_dash(job.workflow_run_id)),
+        field(
+            "last error",
+            format!(
+                "{} {}",
+                job.last_error_code.as_deref().unwrap_or("-"),
+                job.last_error_message.as_deref().unwrap_or("")
+            ),
+        ),
+        field("progress", or_dash(job.progress.as_ref())),
+        field("output", or_dash(job.output.as_ref())),
+        field(
+            "dead letters",
+            if detail.dead_letters.is_empty() {
+                "-".to_owned()
+            } else {
+                detail.dead_letters.len().to_string()
+            },
+        ),
+    ]
+}
+
+fn history_line(kind: &str, line: &HistoryLine) -> Line<'static> {
+    Line::from(vec![
+        Span::styled(
+            format!(" {} ", format_time(line.at)),
+            Style::new().fg(Color::DarkGray),
+        ),
+        Span::raw(format!(
+            "{kind:<8} #{:<3} ",
+            line.attempt
+                .map_or_else(|| "-".to_owned(), |a| a.to_string())
+        )),
+        Span::styled(
+            format!("{:<16} ", line.label),
+            Style::new().add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(line.text.clone()),
+    ])
+}
+
+fn matches(app: &App, line: &HistoryLine) -> bool {
+    app.local_search.as_deref().is_none_or(|search| {
+        let search = search.to_lowercase();
+        line.text.to_lowercase().contains(&search) || line.label.to_lowercase().contains(&search)
+    })
+}
+
+fn history(app: &App, detail: &JobDetailData) -> Vec<Line<'static>> {
+    let mut lines: Vec<(chrono::DateTime<chrono::Utc>, Line<'static>)> = Vec::new();
+    for (kind, rows) in [
+        ("attempt", &detail.attempts),
+        ("event", &detail.events),
+        ("dead", &detail.dead_letters),
+    ] {
+        for row in rows.iter().filter(|row| matches(app, row)) {
+            lines.push((row.at, history_line(kind, row)));
+        }
+    }
+    lines.sort_by_key(|(at, _)| *at);
+    if lines.is_empty() {
+        return vec![Line::from(" no finished attempts or events yet")];
+    }
+    lines.into_iter().map(|(_, line)| line).collect()
+}
+
+fn logs(app: &App, detail: &JobDetailData) -> Vec<Line<'static>> {
+    let lines: Vec<Line<'static>> = detail
+        .logs
+        .iter()
+        .filter(|row| matches(app, row))
+        .map(|row| history_line("log", row))
+        .collect();
+    if lines.is_empty() {
+        vec![Line::from(
+            " no log lines (handlers write them with ctx.log / ctx.info)",
+        )]
+    } else {
+        lines
+    }
+}
+
+pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &App, id: JobId) {
+    let loaded = app
+        .job
+        .as_ref()
+        .filter(|l| l.data.as_ref().is_none_or(|d| d.job.id == id));
+    let Some(loaded) = loaded else {
+        return placeholder(frame, area, block, &not_loaded_text(app));
+    };
+    let Some(detail) = &loaded.data else {
+        return placeholder(frame, area, block, "no job has this id");
+    };
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let [tabs_area, pane_area] =
+        Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(inner);
+    let selected = Pane::ALL.iter().position(|p| *p == app.pane).unwrap_or(0);
+    let titles = Pane::ALL.iter().map(|pane| match pane {
+        Pane::History => format!(
+            "{} ({})",
+            pane.title(),
+            detail.attempts.len() + detail.events.len()
+        ),
+        Pane::Logs => format!("{} ({})", pane.title(), detail.logs.len()),
+        _ => pane.title().to_owned(),
+    });
+    frame.render_widget(
+        Tabs::new(titles)
+            .select(selected)
+            .highlight_style(Style::new().add_modifier(Modifier::REVERSED)),
+        tabs_area,
+    );
+    let text = match app.pane {
+        Pane::Summary => summary(detail),
+        Pane::History => history(app, detail),
+        Pane::Logs => logs(app, detail),
+        Pane::Payload => json_text(&detail.job.payload, app.raw_json)
+            .lines()
+            .map(|line| Line::from(format!(" {line}")))
+            .collect(),
+    };
+    let max_scroll = u16::try_from(text.len().saturating_sub(1)).unwrap_or(u16::MAX);
+    frame.render_widget(
+        Paragraph::new(text)
+            .wrap(Wrap { trim: false })
+            .scroll((app.detail_scroll.min(max_scroll), 0)),
+        pane_area,
+    );
+}
