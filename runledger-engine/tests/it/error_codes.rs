@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-const PREFIXES: [&str; 11] = [
+const PREFIXES: [&str; 13] = [
     "job.",
     "job_definition.",
     "job_schedule.",
@@ -15,6 +15,8 @@ const PREFIXES: [&str; 11] = [
     "registry.",
     "runtime.",
     "validation.",
+    "worker.",
+    "payload.",
 ];
 
 /// Quoted `prefix.name` literals (double quotes in Rust, single quotes in SQL).
@@ -53,6 +55,8 @@ fn every_error_code_in_the_source_is_documented() {
     let mut codes = BTreeSet::new();
     scan(&root.join("runledger-engine/src"), &mut codes);
     scan(&root.join("migrations"), &mut codes);
+    scan(&root.join("runledger/src"), &mut codes);
+    scan(&root.join("runledger-tui/src"), &mut codes);
     assert!(codes.len() > 50, "the scan found too few codes: {codes:?}");
     let doc = std::fs::read_to_string(root.join("docs/error-codes.md")).unwrap();
     let missing: Vec<&String> = codes

@@ -1,0 +1,110 @@
+//! The quick start: two jobs feeding a third (a diamond with data flow), a gate-free typed
+//! workflow whose result is a struct, and a schedule, all declared with the macros; a `Worker`
+//! started in-process picks everything up, the workflow is enqueued, and its typed result is
+//! printed. Exits 0 once the result is in.
+//!
+//! ```sh
+//! cargo run -p runledger-examples --example quickstart
+//! ```
+//!
+//! It uses `DATABASE_URL` (the workspace's `.cargo/config.toml` points it at
+//! `postgres://postgres@127.0.0.1:5432/postgres`) and creates the `runledger` schema there on
+//! first run.
+
+#![allow(clippy::print_stdout)]
+
+use std::time::Duration;
+
+use runledger::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// Step 1: fetch a profile page (here: made up from the handle).
+#[job(name = "quickstart.crawl", max_attempts = 5, timeout = "30s")]
+async fn crawl(handle: String) -> Result<String, JobError> {
+    Ok(format!(
+        "{handle} writes Rust and PostgreSQL; {handle} maintains a job queue"
+    ))
+}
+
+/// Step 2a: reads step 1's output, typed.
+#[job(name = "quickstart.classify")]
+async fn classify(ctx: JobContext) -> Result<String, JobError> {
+    let page = ctx.output(Research::CRAWL).await?;
+    let topic = if page.contains("Rust") { "systems" } else { "general" };
+    Ok(topic.to_owned())
+}
+
+/// Step 2b: runs in parallel with 2a.
+#[job(name = "quickstart.score")]
+async fn score(ctx: JobContext) -> Result<u32, JobError> {
+    let page = ctx.output(Research::CRAWL).await?;
+    Ok(page.split_whitespace().count() as u32 * 10)
+}
+
+/// The workflow's result.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Profile {
+    /// Whose profile.
+    pub handle: String,
+    /// From `classify`.
+    pub topic: String,
+    /// From `score`.
+    pub score: u32,
+}
+
+/// Step 3: joins 2a and 2b.
+#[job(name = "quickstart.persist")]
+async fn persist(ctx: JobContext, handle: String) -> Result<Profile, JobError> {
+    Ok(Profile {
+        handle,
+        topic: ctx.output(Research::CLASSIFY).await?,
+        score: ctx.output(Research::SCORE).await?,
+    })
+}
+
+/// crawl -> (classify, score) -> persist; the compiler checks these edges.
+#[workflow(name = "quickstart.research")]
+struct Research {
+    crawl: Crawl,
+    #[after(crawl)]
+    classify: Classify,
+    #[after(crawl)]
+    score: Score,
+    #[after(classify, score)]
+    #[result]
+    persist: Persist,
+}
+
+/// Recurring work: re-crawl a pinned profile every hour (synced when the worker starts).
+#[schedule(cron = "@hourly", name = "quickstart.crawl.pinned", jitter = "1m")]
+fn crawl_pinned() -> Crawl {
+    Crawl {
+        handle: "ada".into(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), runledger::Error> {
+    let worker = Worker::from_env()?;
+    let pool = worker.pool().clone();
+    let running = worker.start().await?;
+
+    let handle = "ada".to_owned();
+    let run = Research {
+        crawl: Crawl {
+            handle: handle.clone(),
+        },
+        classify: Classify {},
+        score: Score {},
+        persist: Persist { handle },
+    }
+    .enqueue(&pool)
+    .await?;
+    println!("enqueued workflow run {}", run.id());
+
+    let profile: Profile = run.result(&pool, Wait::up_to(Duration::from_secs(60))).await?;
+    println!("result: {profile:?}");
+
+    running.shutdown().await?;
+    Ok(())
+}
