@@ -30,7 +30,11 @@ async fn crawl(handle: String) -> Result<String, JobError> {
 #[job(name = "quickstart.classify")]
 async fn classify(ctx: JobContext) -> Result<String, JobError> {
     let page = ctx.output(Research::CRAWL).await?;
-    let topic = if page.contains("Rust") { "systems" } else { "general" };
+    let topic = if page.contains("Rust") {
+        "systems"
+    } else {
+        "general"
+    };
     Ok(topic.to_owned())
 }
 
@@ -102,7 +106,9 @@ async fn main() -> Result<(), runledger::Error> {
     .await?;
     println!("enqueued workflow run {}", run.id());
 
-    let profile: Profile = run.result(&pool, Wait::up_to(Duration::from_secs(60))).await?;
+    let profile: Profile = run
+        .result(&pool, Wait::up_to(Duration::from_secs(60)))
+        .await?;
     println!("result: {profile:?}");
 
     running.shutdown().await?;

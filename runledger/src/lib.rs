@@ -73,4 +73,117 @@ pub use registry::{
 pub use worker::{DEFAULT_SHUTDOWN_DEADLINE, RunningWorker, SchemaMode, Worker, WorkerBuilder};
 pub use workflow::{External, Step, Wait, Workflow, WorkflowHandle, WorkflowOptions, WorkflowStep};
 
-pub use runledger_macros::{job, schedule, workflow};
+/// Turns an `async fn` into a job type.
+///
+/// The arguments after an optional leading [`JobContext`] become the public fields of a
+/// generated payload struct (serde, `Debug`, `Clone`) named in PascalCase after the fn; the
+/// struct implements [`Job`] and is registered so that every [`Worker`] in the binary runs it.
+/// The fn returns `Result<T, E>`: `T` (any serde type) is the stored output, and `E` is
+/// [`JobError`] or any `std::error::Error` (converted into a retryable failure). The fn stays an
+/// ordinary async fn you can call in unit tests.
+///
+/// | key | example | meaning |
+/// | --- | --- | --- |
+/// | `name` | `name = "emails.send"` | the stable job type (default: the fn name) |
+/// | `payload` | `payload = SendMail` | the generated struct's name |
+/// | `max_attempts` | `max_attempts = 5` | attempts before dead-lettering (≥ 1) |
+/// | `timeout` | `timeout = "30s"` | per-attempt timeout: a whole number of `s`, `m`, `h` or `d` |
+/// | `priority` | `priority = 10` | claim priority, higher first (may be negative) |
+/// | `version` | `version = 2` | definition version (≥ 1) |
+/// | `enabled` | `enabled = false` | the definition's enabled flag |
+///
+/// ```
+/// use runledger::prelude::*;
+///
+/// #[job(name = "emails.send", max_attempts = 5, timeout = "30s", priority = 10)]
+/// async fn send_email(ctx: JobContext, to: String, subject: String) -> Result<(), JobError> {
+///     if !to.contains('@') {
+///         return Err(JobError::terminal("no @ in the address").with_code("email.invalid"));
+///     }
+///     let _ = (ctx.attempt, subject);
+///     Ok(())
+/// }
+///
+/// let payload = SendEmail { to: "ada@example.com".into(), subject: "hi".into() };
+/// assert_eq!(SendEmail::NAME, "emails.send");
+/// # let _ = payload;
+/// ```
+pub use runledger_macros::job;
+
+/// Turns a struct whose fields are steps into a typed workflow.
+///
+/// Each field is a step: a `#[job]` payload type or an [`External<T>`] gate. Field attributes
+/// declare the DAG, checked at compile time (unknown steps, cycles, self and duplicate edges,
+/// several results are errors on your tokens):
+///
+/// | attribute | example | meaning |
+/// | --- | --- | --- |
+/// | `#[after(..)]` | `#[after(crawl, score)]` | runs once these steps succeeded; canceled if one does not |
+/// | `#[after_terminal(..)]` | `#[after_terminal(charge)]` | runs once these steps finished, whatever the outcome |
+/// | `#[result]` | `#[result]` | this step's output is the run's typed result ([`Workflow::Output`]) |
+/// | `#[step(key = ..)]` | `#[step(key = "fetch")]` | the stored step key (default: the field name) |
+/// | `#[step(priority = ..)]` | `#[step(priority = 10)]` | the step job's priority |
+/// | `#[step(max_attempts = ..)]` | `#[step(max_attempts = 2)]` | the step job's attempts |
+/// | `#[step(timeout = ..)]` | `#[step(timeout = "5m")]` | the step job's timeout |
+///
+/// The attribute takes `name = "..."` (default: the struct name in snake case). It implements
+/// [`Workflow`] and adds one [`Step`] constant per field (`Research::CRAWL`) for typed reads in
+/// handlers ([`JobContext::output`]) and typed gate completion
+/// ([`WorkflowHandle::complete_gate`]).
+///
+/// ```
+/// use runledger::prelude::*;
+///
+/// #[job] async fn crawl(url: String) -> Result<String, JobError> { Ok(url) }
+/// #[job] async fn score(ctx: JobContext) -> Result<usize, JobError> {
+///     Ok(ctx.output(Research::CRAWL).await?.len())
+/// }
+///
+/// #[workflow(name = "profiles.research")]
+/// struct Research {
+///     #[step(timeout = "2m")]
+///     crawl: Crawl,
+///     #[after(crawl)]
+///     approval: External<bool>,
+///     #[after(approval)]
+///     #[result]
+///     score: Score,
+/// }
+///
+/// assert_eq!(Research::CRAWL.key(), "crawl");
+/// assert_eq!(<Research as Workflow>::RESULT_STEP, Some("score"));
+/// ```
+pub use runledger_macros::workflow;
+
+/// Declares a recurring job, synced by every [`Worker`] at startup and fired by their
+/// schedulers (each fire exactly once, however many workers run).
+///
+/// Put it on a plain fn that returns the job payload to enqueue, or stack it on a `#[job]` fn
+/// whose arguments are all `Option`s (each fire then enqueues `{}`). The cron expression is
+/// checked at compile time; it is evaluated in UTC.
+///
+/// | key | example | meaning |
+/// | --- | --- | --- |
+/// | `cron` | `cron = "0 */5 * * * *"` | required: 6 fields (seconds first, optional 7th year), a 5-field crontab line, or `@hourly`-style |
+/// | `name` | `name = "reports.refresh"` | the unique schedule name (default: the fn name) |
+/// | `jitter` | `jitter = "30s"` | upper bound of a deterministic per-fire delay |
+/// | `active` | `active = false` | whether it fires (applied on every sync) |
+///
+/// ```
+/// use runledger::prelude::*;
+///
+/// #[job(name = "reports.refresh")]
+/// async fn refresh_reports(full: bool) -> Result<(), JobError> { let _ = full; Ok(()) }
+///
+/// #[schedule(cron = "0 */5 * * * *", name = "reports.refresh.5m", jitter = "30s")]
+/// fn refresh() -> RefreshReports {
+///     RefreshReports { full: false }
+/// }
+///
+/// #[schedule(cron = "0 3 * * 1-5", name = "sessions.cleanup.weekdays")]
+/// #[job(name = "sessions.cleanup")]
+/// async fn cleanup(older_than_days: Option<u32>) -> Result<u32, JobError> {
+///     Ok(older_than_days.unwrap_or(30))
+/// }
+/// ```
+pub use runledger_macros::schedule;

@@ -125,7 +125,7 @@ pub struct RegisteredSchedule {
 /// Every `#[job]` linked into this binary, sorted by name; fails with
 /// `worker.duplicate_job` (naming both source locations) when two share a name.
 ///
-/// ```
+/// ```standalone_crate
 /// use runledger::prelude::*;
 ///
 /// #[job(name = "docs.registered")]
