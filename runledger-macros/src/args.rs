@@ -268,3 +268,17 @@ pub(crate) fn attr_tokens(attr: &syn::Attribute) -> TokenStream {
         _ => TokenStream::new(),
     }
 }
+
+/// Parses the annotated item; when it is not the expected kind, returns it unchanged with the
+/// error, so that one mistake does not cascade.
+pub(crate) fn parse_item<T: syn::parse::Parse>(
+    item: TokenStream,
+    message: &str,
+) -> Result<T, TokenStream> {
+    syn::parse2(item.clone()).map_err(|_| {
+        let error = syn::Error::new_spanned(&item, message).to_compile_error();
+        let mut out = item;
+        out.extend(error);
+        out
+    })
+}

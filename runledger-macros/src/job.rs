@@ -44,19 +44,14 @@ struct JobFn {
 }
 
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
-    let mut errors = Errors::default();
-    let mut function: ItemFn = match syn::parse2(item.clone()) {
-        Ok(function) => function,
-        Err(_) => {
-            errors.spanned(
-                &item,
-                format!("#[job] goes on an `async fn`, as in {USAGE}"),
-            );
-            let mut out = item;
-            out.extend(errors.into_compile_errors());
-            return out;
-        }
+    let mut function: ItemFn = match args::parse_item(
+        item,
+        &format!("#[job] goes on an `async fn`, as in {USAGE}"),
+    ) {
+        Ok(parsed) => parsed,
+        Err(unchanged) => return unchanged,
     };
+    let mut errors = Errors::default();
     let job_args = parse_job_args(args, &mut errors);
     // A #[schedule] stacked below #[job] is expanded here, so the order does not matter.
     let schedules = schedule::take_stacked(&mut function.attrs);

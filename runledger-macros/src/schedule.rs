@@ -20,19 +20,14 @@ struct ScheduleArgs {
 }
 
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
-    let mut errors = Errors::default();
-    let mut function: ItemFn = match syn::parse2(item.clone()) {
-        Ok(function) => function,
-        Err(_) => {
-            errors.spanned(
-                &item,
-                format!("#[schedule] goes on a fn that returns a job payload, as in {USAGE}"),
-            );
-            let mut out = item;
-            out.extend(errors.into_compile_errors());
-            return out;
-        }
+    let mut function: ItemFn = match args::parse_item(
+        item,
+        &format!("#[schedule] goes on a fn that returns a job payload, as in {USAGE}"),
+    ) {
+        Ok(parsed) => parsed,
+        Err(unchanged) => return unchanged,
     };
+    let mut errors = Errors::default();
     // Stacked on a #[job] fn: let #[job] expand both (it takes the schedule back off the fn).
     if let Some(position) = function.attrs.iter().position(|a| args::is_attr(a, "job")) {
         let job_attr = function.attrs.remove(position);

@@ -28,19 +28,14 @@ struct Step {
 }
 
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
-    let mut errors = Errors::default();
-    let mut item: ItemStruct = match syn::parse2(item.clone()) {
-        Ok(item) => item,
-        Err(_) => {
-            errors.spanned(
-                &item,
-                "#[workflow] goes on a struct with named fields, one per step",
-            );
-            let mut out = item;
-            out.extend(errors.into_compile_errors());
-            return out;
-        }
+    let mut item: ItemStruct = match args::parse_item(
+        item,
+        "#[workflow] goes on a struct with named fields, one per step",
+    ) {
+        Ok(parsed) => parsed,
+        Err(unchanged) => return unchanged,
     };
+    let mut errors = Errors::default();
     let mut name = None;
     for arg in args::parse_args(args, USAGE, &["name"], &mut errors) {
         name = args::lit_str(&arg.value, "name = \"profiles.research\"", &mut errors)
