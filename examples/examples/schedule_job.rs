@@ -1,6 +1,7 @@
 //! A recurring job declared next to its handler: `reports.refresh` every minute (UTC), synced
 //! at startup and materialized by the Supervisor's scheduler loop in any number of worker
-//! processes without double fires.
+//! processes without double fires. It exits once the first fire's job has succeeded (within
+//! about a minute), or on Ctrl-C.
 //!
 //! ```sh
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
@@ -36,6 +37,30 @@ impl JobHandler for RefreshReports {
     }
 }
 
+/// The database's clock, so that the check below does not depend on this host's clock.
+async fn chrono_now(pool: &sqlx::PgPool) -> Result<String, sqlx::Error> {
+    sqlx::query_scalar("SELECT now()::text")
+        .fetch_one(pool)
+        .await
+}
+
+/// Resolves once a job of this schedule enqueued after `started` has succeeded.
+async fn first_fire_succeeded(pool: &sqlx::PgPool, started: String) {
+    loop {
+        let done: Result<bool, _> = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM runledger.job_queue WHERE job_type = 'reports.refresh' \
+             AND status = 'SUCCEEDED' AND created_at >= $1::timestamptz)",
+        )
+        .bind(&started)
+        .fetch_one(pool)
+        .await;
+        if let Ok(true) = done {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pool = sqlx::PgPool::connect(&std::env::var("DATABASE_URL")?).await?;
@@ -56,13 +81,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     catalog.sync_definitions(&pool).await?;
     catalog.sync_schedules(&pool).await?;
 
+    let started = chrono_now(&pool).await?;
     let supervisor = Supervisor::builder(&pool, JobsConfig::from_env())?
         .with_catalog(&catalog)
         .build()?;
+    let first_fire_done = first_fire_succeeded(&pool, started);
     supervisor
         .run_until_shutdown(
             async {
-                let _ = tokio::signal::ctrl_c().await;
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    () = first_fire_done => println!("the first fire succeeded; stopping"),
+                }
             },
             Duration::from_secs(30),
         )

@@ -247,7 +247,10 @@ fn overrides(job: &RegisteredJob) -> JobCatalogDefinitionOverrides {
     overrides
 }
 
-/// Handlers plus the claim, heartbeat and LISTEN connections, with room to spare.
+/// The runtime's own connections (claims, heartbeats, batched completions, LISTEN, step-output
+/// reads) plus a margin for handlers that use [`Worker::pool`]; capped so that a few worker
+/// processes stay within PostgreSQL's default `max_connections` (pass your own pool to
+/// [`Worker::builder`] to size it differently).
 fn pool_size(config: &JobsConfig) -> u32 {
     config.max_global_concurrency.saturating_add(5).clamp(5, 50)
 }

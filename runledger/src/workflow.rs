@@ -59,6 +59,8 @@ use crate::job::{Job, decode_output};
 /// }
 /// .enqueue(&pool)
 /// .await?;
+/// // Later, once `crawl` is done and the reviewer answered (completing a gate that is not
+/// // waiting yet fails with `workflow.external_step_not_waiting`):
 /// run.complete_gate(&pool, Review::APPROVAL, &true).await?;
 /// let published: bool = run.result(&pool, Wait::up_to(std::time::Duration::from_secs(30))).await?;
 /// # Ok(()) }
@@ -548,8 +550,9 @@ impl<W: Workflow> WorkflowHandle<W> {
             ))
     }
 
-    /// Completes gate `step` successfully with `output`, releasing its dependents. An
-    /// identical retry is a no-op; a retry with another output fails with
+    /// Completes gate `step` successfully with `output`, releasing its dependents. The gate
+    /// must be waiting (its prerequisites done): otherwise `workflow.external_step_not_waiting`;
+    /// a job step gives `workflow.step_not_external`. An identical retry is a no-op; a retry with another output fails with
     /// `workflow.external_step_conflicting_output_retry`.
     pub async fn complete_gate<'e, T: Serialize>(
         &self,

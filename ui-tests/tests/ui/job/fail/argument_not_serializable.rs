@@ -1,5 +1,6 @@
 use runledger::prelude::*;
 
+#[derive(Debug, Clone)]
 struct Connection;
 
 #[job(name = "reports.render")]
