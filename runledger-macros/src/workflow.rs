@@ -295,9 +295,10 @@ fn workflow_impl(
         let (ty, key) = (&s.ty, &s.key);
         let doc = format!("Typed reference to step `{key}`.");
         let output = quote_spanned!(ty.span()=> <#ty as ::runledger::WorkflowStep>::Output);
+        let kind = quote_spanned!(ty.span()=> <#ty as ::runledger::WorkflowStep>::Kind);
         quote! {
             #[doc = #doc]
-            #vis const #constant: ::runledger::Step<#ident, #output> = ::runledger::Step::__new(#key);
+            #vis const #constant: ::runledger::Step<#ident, #output, #kind> = ::runledger::Step::__new(#key);
         }
     });
     let specs = steps.iter().map(|s| {

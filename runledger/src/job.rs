@@ -482,7 +482,10 @@ impl JobContext {
     ///     score: Score,
     /// }
     /// ```
-    pub async fn output<W, T: DeserializeOwned>(&self, step: Step<W, T>) -> Result<T, JobError> {
+    pub async fn output<W, T: DeserializeOwned, K>(
+        &self,
+        step: Step<W, T, K>,
+    ) -> Result<T, JobError> {
         let stored = self.stored_output(step.key()).await?;
         decode_output(step.key(), stored)
             .map_err(|e| JobError::coded_terminal("job.output_invalid", e))
@@ -490,9 +493,9 @@ impl JobContext {
 
     /// Like [`output`](Self::output), but `None` when the prerequisite stored no output (it
     /// did not succeed, or returned `()`).
-    pub async fn try_output<W, T: DeserializeOwned>(
+    pub async fn try_output<W, T: DeserializeOwned, K>(
         &self,
-        step: Step<W, T>,
+        step: Step<W, T, K>,
     ) -> Result<Option<T>, JobError> {
         match self.stored_output(step.key()).await? {
             None => Ok(None),

@@ -71,7 +71,10 @@ pub use registry::{
     RegisteredJob, RegisteredSchedule, SourceLocation, registered_jobs, registered_schedules,
 };
 pub use worker::{DEFAULT_SHUTDOWN_DEADLINE, RunningWorker, SchemaMode, Worker, WorkerBuilder};
-pub use workflow::{External, Step, Wait, Workflow, WorkflowHandle, WorkflowOptions, WorkflowStep};
+pub use workflow::{
+    External, Gate, GateStep, JobStep, Step, StepKind, Wait, Workflow, WorkflowHandle,
+    WorkflowOptions, WorkflowStep,
+};
 
 /// Turns an `async fn` into a job type.
 ///

@@ -31,7 +31,8 @@ struct Research {
 fn main() {
     assert_eq!(Research::NAME, "profiles.research");
     assert_eq!(Research::RESULT_STEP, Some("persist"));
-    let _typed: Step<Research, bool> = Research::REVIEW;
+    let _typed: Step<Research, bool, runledger::GateStep> = Research::REVIEW;
+    let _job: Step<Research, (String, u32, bool), runledger::JobStep> = Research::PERSIST;
     fn result_type<W: Workflow<Output = (String, u32, bool)>>() {}
     result_type::<Research>();
 }
