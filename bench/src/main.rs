@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use runledger_bench::{BoxError, database_url};
 use runledger_engine::core::jobs::{JobCompletion, JobContext, JobFailure, JobHandler, JobType};
 use runledger_engine::postgres::jobs::{
     JobDefinitionUpsert, JobEnqueue, enqueue_job, enqueue_jobs, upsert_job_definition,
@@ -29,8 +30,6 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio::sync::mpsc;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const BENCH_DB: &str = "runledger_bench";
 const JOB_TYPE: &str = "bench.noop";
@@ -91,9 +90,7 @@ impl JobHandler for Noop {
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let options = Options::parse()?;
-    let url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let pool = fresh_database(&url, options.connections).await?;
+    let pool = bench_database(&database_url(), options.connections).await?;
 
     println!(
         "runledger-bench: {} jobs, {} connections, concurrency {}, batch {}",
@@ -199,24 +196,12 @@ async fn fan_out_fan_in(
     Ok((fan_out, plain))
 }
 
-async fn fresh_database(url: &str, connections: u32) -> Result<PgPool, BoxError> {
-    let admin = PgPool::connect(url).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)"
-    )))
-    .execute(&admin)
-    .await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {BENCH_DB}")))
-        .execute(&admin)
-        .await?;
-    admin.close().await;
-    let base = url.split('?').next().unwrap_or(url);
-    let (server, _) = base
-        .rsplit_once('/')
-        .ok_or("DATABASE_URL has no database name")?;
+/// Recreates `runledger_bench`, applies the schema and defines the benchmark's job type.
+async fn bench_database(url: &str, connections: u32) -> Result<PgPool, BoxError> {
+    let db_url = runledger_bench::fresh_database(url, BENCH_DB).await?;
     let pool = PgPoolOptions::new()
         .max_connections(connections + 2)
-        .connect(&format!("{server}/{BENCH_DB}"))
+        .connect(&db_url)
         .await?;
     runledger_engine::postgres::migrate(&pool).await?;
     upsert_job_definition(&pool, &JobDefinitionUpsert::new(JOB_TYPE)).await?;

@@ -16,6 +16,7 @@ use std::future::Future;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
+use runledger_bench::{BoxError, database_url, fresh_database};
 use runledger_engine::core::jobs::{JobId, JobStatus, WorkflowDagBuilder, WorkflowRunStatus};
 use runledger_engine::postgres::jobs::{
     JobDefinitionUpsert, JobListFilter, WorkflowRunCountFilter, WorkflowRunHandleScope,
@@ -28,8 +29,6 @@ use serde_json::json;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use uuid::Uuid;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const DB: &str = "runledger_admin_reads";
 const TYPES: usize = 10;
@@ -48,9 +47,7 @@ fn flag(name: &str, default: usize) -> Result<usize, BoxError> {
 async fn main() -> Result<(), BoxError> {
     let jobs = flag("--jobs", 100_000)?;
     let runs = flag("--runs", 1_000)?;
-    let url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let db_url = fresh_database(&url).await?;
+    let db_url = fresh_database(&database_url(), DB).await?;
     let writer = PgPoolOptions::new()
         .max_connections(8)
         .connect(&db_url)
@@ -123,24 +120,6 @@ async fn explain_dashboard(pool: &PgPool, label: &str) -> Result<(), BoxError> {
         .collect();
     println!("\nsummary [{label}]: scans = {scans:?}");
     Ok(())
-}
-
-async fn fresh_database(url: &str) -> Result<String, BoxError> {
-    let admin = PgPool::connect(url).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {DB} WITH (FORCE)"
-    )))
-    .execute(&admin)
-    .await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {DB}")))
-        .execute(&admin)
-        .await?;
-    admin.close().await;
-    let base = url.split('?').next().unwrap_or(url);
-    let (server, _) = base
-        .rsplit_once('/')
-        .ok_or("DATABASE_URL has no database name")?;
-    Ok(format!("{server}/{DB}"))
 }
 
 /// Jobs in every status, spread over 30 days of history with the last day busiest: 40 %

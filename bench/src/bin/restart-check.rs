@@ -21,6 +21,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use runledger_bench::{BoxError, database_url, fresh_database};
 use runledger_engine::core::jobs::{JobCompletion, JobContext, JobFailure, JobHandler, JobType};
 use runledger_engine::postgres::jobs::{
     JobDefinitionUpsert, JobEnqueue, enqueue_jobs, upsert_job_definition,
@@ -31,8 +32,6 @@ use runledger_engine::runtime::registry::JobRegistry;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const DB: &str = "runledger_restart_check";
 const JOB_TYPE: &str = "restart.work";
@@ -115,23 +114,7 @@ async fn main() -> Result<(), BoxError> {
         Some(command) => command,
         None => default_restart_command()?,
     };
-    let url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let admin = PgPool::connect(&url).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {DB} WITH (FORCE)"
-    )))
-    .execute(&admin)
-    .await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {DB}")))
-        .execute(&admin)
-        .await?;
-    admin.close().await;
-    let base = url.split('?').next().unwrap_or(&url);
-    let (server, _) = base
-        .rsplit_once('/')
-        .ok_or("DATABASE_URL has no database name")?;
-    let db_url = format!("{server}/{DB}");
+    let db_url = fresh_database(&database_url(), DB).await?;
     let pool = PgPoolOptions::new()
         .max_connections(12)
         .acquire_timeout(Duration::from_secs(5))
