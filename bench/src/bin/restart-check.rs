@@ -1,7 +1,7 @@
 //! PostgreSQL restart check: a Supervisor works through a queue while the database server is
 //! restarted under it. Passes when every job ends `SUCCEEDED`, none is dead-lettered, the
 //! Supervisor's loops are still running afterwards, and jobs enqueued after the restart are
-//! picked up too.
+//! picked up too (with a 60 s poll interval, so through the re-established `LISTEN`).
 //!
 //! ```sh
 //! cargo run --release -p runledger-bench --bin restart-check -- --jobs 2000
@@ -136,6 +136,8 @@ async fn main() -> Result<(), BoxError> {
         worker_id: "restart-check".to_owned(),
         max_global_concurrency: 8,
         lease_ttl: Duration::from_secs(10),
+        // Long enough that work enqueued after the restart is found only through LISTEN.
+        poll_interval: Duration::from_secs(60),
         ..JobsConfig::default()
     };
     let supervisor = Supervisor::builder(&pool, config)?
@@ -178,7 +180,7 @@ async fn main() -> Result<(), BoxError> {
     let after: u32 = 200;
     let enqueued = Instant::now();
     fill(&pool, jobs, after as usize).await?;
-    let picked_up = wait_succeeded(&probe, total + i64::from(after), Duration::from_secs(60)).await;
+    let picked_up = wait_succeeded(&probe, total + i64::from(after), Duration::from_secs(20)).await;
     println!(
         "{after} jobs enqueued after the restart succeeded: {picked_up} ({:.2} s)",
         enqueued.elapsed().as_secs_f64()
