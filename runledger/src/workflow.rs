@@ -19,8 +19,8 @@ use crate::engine::core::jobs::{
 };
 use crate::engine::postgres::jobs::{
     CompleteExternalWorkflowStepInput, ExternalStepCompletion, WorkflowRunHandle,
-    WorkflowRunHandleScope, WorkflowRunRecord, WorkflowRunWaitOptions, cancel_workflow_run,
-    complete_external_workflow_step, enqueue_workflow_run, get_workflow_run,
+    WorkflowRunHandleError, WorkflowRunHandleScope, WorkflowRunRecord, WorkflowRunWaitOptions,
+    cancel_workflow_run, complete_external_workflow_step, enqueue_workflow_run, get_workflow_run,
 };
 use crate::error::Error;
 use crate::job::{Job, decode_output};
@@ -520,54 +520,23 @@ impl<W: Workflow> WorkflowHandle<W> {
         }
     }
 
-    /// Waits for the run to finish and returns the `#[result]` step's typed output.
+    /// Waits for the run to finish and returns the `#[result]` step's typed output (`()` for a
+    /// workflow without a `#[result]`). Woken by a notification when the run finishes.
     ///
     /// Fails with `workflow.result_unsuccessful_terminal` when the run ended without
     /// succeeding, `workflow.result_wait_timeout` when `wait` ran out, and
     /// `job.output_invalid` when the stored result does not match `W::Output`.
     pub async fn result(&self, pool: &PgPool, wait: Wait) -> Result<W::Output, Error> {
-        if W::RESULT_STEP.is_none() {
-            // No declared result: wait for success and return `()`-like null.
-            let handle = WorkflowRunHandle::new(pool, self.id, self.scope());
-            return match handle.get_result(wait.options).await {
-                Err(crate::engine::postgres::jobs::WorkflowRunHandleError::ResultNotDeclared) => {
-                    self.wait_without_result(pool, wait).await
-                }
-                Err(err) => Err(err.into()),
-                Ok(value) => decode_output(W::NAME, Some(value)),
-            };
+        let handle = WorkflowRunHandle::new(pool, self.id, self.scope());
+        if W::RESULT_STEP.is_some() {
+            let value = handle.get_result(wait.options).await?;
+            return decode_output(W::NAME, Some(value));
         }
-        let value = WorkflowRunHandle::new(pool, self.id, self.scope())
-            .get_result(wait.options)
-            .await?;
-        decode_output(W::NAME, Some(value))
-    }
-
-    async fn wait_without_result(&self, pool: &PgPool, wait: Wait) -> Result<W::Output, Error> {
-        let deadline = wait
-            .options
-            .timeout
-            .map(|t| tokio::time::Instant::now() + t);
-        loop {
-            let run = self.run(pool).await?;
-            match run.status {
-                WorkflowRunStatus::Succeeded => return decode_output(W::NAME, None),
-                WorkflowRunStatus::CompletedWithErrors | WorkflowRunStatus::Canceled => {
-                    return Err(
-                        crate::engine::postgres::jobs::WorkflowRunHandleError::ResultUnsuccessfulTerminal {
-                            status: run.status,
-                        }
-                        .into(),
-                    );
-                }
-                _ => {}
-            }
-            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
-                return Err(
-                    crate::engine::postgres::jobs::WorkflowRunHandleError::ResultWaitTimeout.into(),
-                );
-            }
-            tokio::time::sleep(wait.options.poll_interval.min(Duration::from_millis(200))).await;
+        // No declared result: wait for the run to succeed and decode `null` (e.g. into `()`).
+        let run = handle.wait_finished(wait.options).await?;
+        match run.status {
+            WorkflowRunStatus::Succeeded => decode_output(W::NAME, None),
+            status => Err(WorkflowRunHandleError::ResultUnsuccessfulTerminal { status }.into()),
         }
     }
 

@@ -253,3 +253,46 @@ fn step_constants_carry_the_step_keys() {
     assert_eq!(<Diamond as Workflow>::RESULT_STEP, Some("report"));
     assert_eq!(<Diamond as Workflow>::NAME, "it.diamond");
 }
+
+// A workflow without a #[result]: `result` resolves to `()` once the run succeeds.
+
+#[job(name = "it.no_result.touch")]
+async fn touch(fail: bool) -> Result<(), JobError> {
+    if fail {
+        return Err(JobError::terminal("asked to fail"));
+    }
+    Ok(())
+}
+
+#[workflow(name = "it.no_result")]
+struct Cleanup {
+    first: Touch,
+    #[after(first)]
+    second: Touch,
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_workflow_without_a_result_resolves_to_unit_or_reports_its_failure(pool: PgPool) {
+    let worker = start_worker(&pool).await;
+    let wait = Wait::up_to(Duration::from_secs(30));
+    let ok = Cleanup {
+        first: Touch { fail: false },
+        second: Touch { fail: false },
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap();
+    ok.result(&pool, wait).await.unwrap();
+    assert_eq!(ok.status(&pool).await.unwrap().as_str(), "SUCCEEDED");
+
+    let failing = Cleanup {
+        first: Touch { fail: true },
+        second: Touch { fail: false },
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap();
+    let err = failing.result(&pool, wait).await.unwrap_err();
+    assert_eq!(err.code(), "workflow.result_unsuccessful_terminal");
+    worker.shutdown().await.unwrap();
+}

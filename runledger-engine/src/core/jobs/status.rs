@@ -154,6 +154,16 @@ status_enum!(
     }
 );
 
+impl WorkflowRunStatus {
+    /// Whether the run has finished (succeeded, completed with errors or canceled).
+    pub const fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::Succeeded | Self::CompletedWithErrors | Self::Canceled
+        )
+    }
+}
+
 status_enum!(
     /// Status of one workflow step.
     WorkflowStepStatus, "workflow step status" {

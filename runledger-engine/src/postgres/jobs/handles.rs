@@ -167,23 +167,39 @@ impl WorkflowRunHandle {
         &self,
         options: WorkflowRunWaitOptions,
     ) -> Result<Value, WorkflowRunHandleError> {
+        let run = self.wait(options, true).await?;
+        match run.status {
+            WorkflowRunStatus::Succeeded => run.result.ok_or(WorkflowRunHandleError::ResultMissing),
+            status => Err(WorkflowRunHandleError::ResultUnsuccessfulTerminal { status }),
+        }
+    }
+
+    /// Waits (per `options`) for the run to finish, whatever its outcome, and returns its final
+    /// row; for runs without a declared result. Woken like [`get_result`](Self::get_result);
+    /// fails with `workflow.result_wait_timeout` when `options.timeout` runs out.
+    pub async fn wait_finished(
+        &self,
+        options: WorkflowRunWaitOptions,
+    ) -> Result<WorkflowRunRecord, WorkflowRunHandleError> {
+        self.wait(options, false).await
+    }
+
+    /// Re-reads the run until it is terminal; with `needs_result`, a run without a declared
+    /// result fails at once with `ResultNotDeclared`.
+    async fn wait(
+        &self,
+        options: WorkflowRunWaitOptions,
+        needs_result: bool,
+    ) -> Result<WorkflowRunRecord, WorkflowRunHandleError> {
         let deadline = options.timeout.map(|timeout| Instant::now() + timeout);
         let mut listener: Option<PgListener> = None;
         loop {
             let run = self.get_run().await?;
-            if run.result_step_key.is_none() {
+            if needs_result && run.result_step_key.is_none() {
                 return Err(WorkflowRunHandleError::ResultNotDeclared);
             }
-            match run.status {
-                WorkflowRunStatus::Succeeded => {
-                    return run.result.ok_or(WorkflowRunHandleError::ResultMissing);
-                }
-                WorkflowRunStatus::CompletedWithErrors | WorkflowRunStatus::Canceled => {
-                    return Err(WorkflowRunHandleError::ResultUnsuccessfulTerminal {
-                        status: run.status,
-                    });
-                }
-                _ => {}
+            if run.status.is_terminal() {
+                return Ok(run);
             }
             if listener.is_none() {
                 // Listen first, then read again, so a finish in between is not missed.
