@@ -2,11 +2,11 @@
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Color, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
+use ratatui::widgets::{Block, Paragraph, Row, Table};
 
-use super::{Clock, format_duration, not_loaded_text, placeholder, selected_style};
+use super::{Clock, format_duration, not_loaded_text, placeholder, render_table};
 use crate::app::App;
 
 fn ms(value: Option<f64>) -> String {
@@ -49,11 +49,10 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
         );
         return;
     }
-    let header = Row::new([
+    let header = [
         "TYPE", "ON", "PENDING", "READY", "OLDEST", "LEASED", "STALE", "OK 24H", "DEAD 24H",
         "P50 MS", "P95 MS",
-    ])
-    .style(Style::new().add_modifier(Modifier::BOLD));
+    ];
     let body = rows.iter().map(|m| {
         let oldest = m.oldest_ready_at.map_or_else(
             || "-".to_owned(),
@@ -91,10 +90,13 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
         Constraint::Length(7),
         Constraint::Length(7),
     ];
-    let table = Table::new(body, widths)
-        .header(header)
-        .row_highlight_style(selected_style());
-    let mut state =
-        TableState::default().with_selected(Some(App::clamp(app.selected_dashboard, rows.len())));
-    frame.render_stateful_widget(table, table_area, &mut state);
+    let table = Table::new(body, widths);
+    render_table(
+        frame,
+        table_area,
+        table,
+        header,
+        app.selected_dashboard,
+        rows.len(),
+    );
 }

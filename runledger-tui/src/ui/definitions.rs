@@ -2,10 +2,10 @@
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
-use ratatui::style::{Color, Modifier, Style};
-use ratatui::widgets::{Block, Row, Table, TableState};
+use ratatui::style::{Color, Style};
+use ratatui::widgets::{Block, Row, Table};
 
-use super::{json_text, not_loaded_text, placeholder, selected_style};
+use super::{json_text, not_loaded_text, placeholder, render_table};
 use crate::app::App;
 
 pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &App) {
@@ -63,23 +63,24 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
             Constraint::Min(10),
         ],
     )
-    .header(
-        Row::new([
-            "TYPE",
-            "ON",
-            "VER",
-            "TRIES",
-            "TIMEOUT",
-            "PRIO",
-            "RETRY MS",
-            "RUNTIME CONFIG",
-            "SCHEDULES",
-        ])
-        .style(Style::new().add_modifier(Modifier::BOLD)),
-    )
-    .block(block)
-    .row_highlight_style(selected_style());
-    let mut state =
-        TableState::default().with_selected(Some(App::clamp(app.selected_definition, rows.len())));
-    frame.render_stateful_widget(table, area, &mut state);
+    .block(block);
+    let header = [
+        "TYPE",
+        "ON",
+        "VER",
+        "TRIES",
+        "TIMEOUT",
+        "PRIO",
+        "RETRY MS",
+        "RUNTIME CONFIG",
+        "SCHEDULES",
+    ];
+    render_table(
+        frame,
+        area,
+        table,
+        header,
+        app.selected_definition,
+        rows.len(),
+    );
 }

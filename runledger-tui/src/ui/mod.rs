@@ -17,7 +17,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, TableState};
 use runledger_engine::core::jobs::{JobStatus, WorkflowRunStatus, WorkflowStepStatus};
 
 use crate::app::{App, Screen, Tab};
@@ -230,6 +230,26 @@ pub(crate) fn step_status_style(status: WorkflowStepStatus) -> Style {
 /// The highlight of the selected table row.
 pub(crate) fn selected_style() -> Style {
     Style::new().add_modifier(Modifier::REVERSED)
+}
+
+/// Draws `table` with a bold `header` and row `selected` (clamped to the `len` rows)
+/// highlighted.
+pub(crate) fn render_table<'a, H>(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    table: Table<'a>,
+    header: H,
+    selected: usize,
+    len: usize,
+) where
+    H: IntoIterator,
+    H::Item: Into<Cell<'a>>,
+{
+    let table = table
+        .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
+        .row_highlight_style(selected_style());
+    let mut state = TableState::default().with_selected(Some(App::clamp(selected, len)));
+    frame.render_stateful_widget(table, area, &mut state);
 }
 
 /// A centered paragraph for empty and loading states.

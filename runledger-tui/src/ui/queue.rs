@@ -2,11 +2,11 @@
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Color, Modifier, Style};
-use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
+use ratatui::style::{Color, Style};
+use ratatui::widgets::{Block, Paragraph, Row, Table};
 
 use super::{
-    format_count, format_time, job_status_style, not_loaded_text, placeholder, selected_style,
+    format_count, format_time, job_status_style, not_loaded_text, placeholder, render_table,
 };
 use crate::app::App;
 use crate::model::COUNT_CAP;
@@ -116,10 +116,13 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
             Constraint::Length(36),
         ]);
     }
-    let table = Table::new(rows, widths)
-        .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
-        .row_highlight_style(selected_style());
-    let mut state =
-        TableState::default().with_selected(Some(App::clamp(app.selected_queue, data.jobs.len())));
-    frame.render_stateful_widget(table, table_area, &mut state);
+    let table = Table::new(rows, widths);
+    render_table(
+        frame,
+        table_area,
+        table,
+        header,
+        app.selected_queue,
+        data.jobs.len(),
+    );
 }

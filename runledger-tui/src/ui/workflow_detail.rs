@@ -2,14 +2,13 @@
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
+use ratatui::widgets::{Block, Paragraph, Row, Table};
 use runledger_engine::core::jobs::WorkflowRunId;
 
 use super::{
-    format_optional_time, format_time, json_text, not_loaded_text, placeholder, run_status_style,
-    selected_style, step_status_style,
+    format_optional_time, format_time, json_text, not_loaded_text, placeholder, render_table,
+    run_status_style, step_status_style,
 };
 use crate::app::App;
 
@@ -97,13 +96,14 @@ pub(super) fn draw(
             Constraint::Length(36),
             Constraint::Min(10),
         ],
-    )
-    .header(
-        Row::new(["STEP", "JOB TYPE", "STATUS", "AFTER", "JOB", "ERROR"])
-            .style(Style::new().add_modifier(Modifier::BOLD)),
-    )
-    .row_highlight_style(selected_style());
-    let mut state = TableState::default()
-        .with_selected(Some(App::clamp(app.selected_step, detail.steps.len())));
-    frame.render_stateful_widget(table, steps_area, &mut state);
+    );
+    let header = ["STEP", "JOB TYPE", "STATUS", "AFTER", "JOB", "ERROR"];
+    render_table(
+        frame,
+        steps_area,
+        table,
+        header,
+        app.selected_step,
+        detail.steps.len(),
+    );
 }

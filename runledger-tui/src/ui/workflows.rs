@@ -2,12 +2,11 @@
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Color, Modifier, Style};
-use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
+use ratatui::style::{Color, Style};
+use ratatui::widgets::{Block, Paragraph, Row, Table};
 
 use super::{
-    format_optional_time, format_time, not_loaded_text, placeholder, run_status_style,
-    selected_style,
+    format_optional_time, format_time, not_loaded_text, placeholder, render_table, run_status_style,
 };
 use crate::app::App;
 
@@ -90,10 +89,13 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
     if app.wide {
         widths.extend([Constraint::Length(36), Constraint::Min(10)]);
     }
-    let table = Table::new(rows, widths)
-        .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
-        .row_highlight_style(selected_style());
-    let mut state = TableState::default()
-        .with_selected(Some(App::clamp(app.selected_workflow, data.runs.len())));
-    frame.render_stateful_widget(table, table_area, &mut state);
+    let table = Table::new(rows, widths);
+    render_table(
+        frame,
+        table_area,
+        table,
+        header,
+        app.selected_workflow,
+        data.runs.len(),
+    );
 }
