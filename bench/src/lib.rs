@@ -1,7 +1,11 @@
-//! Helpers shared by the benchmark binaries (`runledger-bench`, `admin-reads`,
-//! `restart-check`).
+//! Helpers shared by the benchmark and check binaries (`runledger-bench`, `admin-reads`,
+//! `restart-check`, `connection-check`).
 
 use sqlx::PgPool;
+
+mod cluster;
+
+pub use cluster::PrivateCluster;
 
 /// The error type of the benchmark binaries.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

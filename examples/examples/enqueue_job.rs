@@ -11,9 +11,14 @@
 use runledger::engine::postgres::jobs::{
     JobDefinitionUpsert, JobEnqueue, enqueue_job, upsert_job_definition,
 };
+use std::process::ExitCode;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> ExitCode {
+    runledger_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let pool = sqlx::PgPool::connect(&std::env::var("DATABASE_URL")?).await?;
     runledger::engine::postgres::migrate(&pool).await?;
     // Normally the worker's catalog sync creates the definition; done here so the example

@@ -13,6 +13,7 @@
 
 #![allow(clippy::print_stdout)]
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use runledger::prelude::*;
@@ -88,7 +89,11 @@ fn crawl_pinned() -> Crawl {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), runledger::Error> {
+async fn main() -> ExitCode {
+    runledger_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), runledger::Error> {
     let worker = Worker::from_env()?;
     let pool = worker.pool().clone();
     let running = worker.start().await?;

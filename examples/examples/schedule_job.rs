@@ -10,13 +10,14 @@
 
 #![allow(clippy::print_stdout)]
 
+use std::process::ExitCode;
 use std::time::Duration;
 
+use runledger::JobsConfig;
 use runledger::engine::core::jobs::{JobCompletion, JobContext, JobFailure, JobType};
 use runledger::engine::core::prelude::async_trait;
 use runledger::engine::runtime::Supervisor;
 use runledger::engine::runtime::catalog::{CatalogJobScheduleSpec, JobCatalog};
-use runledger::engine::runtime::config::JobsConfig;
 use runledger::engine::runtime::registry::JobHandler;
 use serde_json::Value;
 
@@ -62,7 +63,11 @@ async fn first_fire_succeeded(pool: &sqlx::PgPool, started: String) {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> ExitCode {
+    runledger_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let pool = sqlx::PgPool::connect(&std::env::var("DATABASE_URL")?).await?;
     runledger::engine::postgres::migrate(&pool).await?;
 

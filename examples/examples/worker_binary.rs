@@ -6,13 +6,14 @@
 //!     cargo run -p runledger-examples --example worker_binary
 //! ```
 
+use std::process::ExitCode;
 use std::time::Duration;
 
+use runledger::JobsConfig;
 use runledger::engine::core::jobs::{JobCompletion, JobContext, JobFailure, JobType};
 use runledger::engine::core::prelude::async_trait;
 use runledger::engine::runtime::Supervisor;
 use runledger::engine::runtime::catalog::JobCatalog;
-use runledger::engine::runtime::config::JobsConfig;
 use runledger::engine::runtime::registry::JobHandler;
 use serde_json::Value;
 use sqlx::postgres::PgPoolOptions;
@@ -44,7 +45,11 @@ impl JobHandler for SendEmail {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> ExitCode {
+    runledger_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let pool = PgPoolOptions::new()
         .connect(&std::env::var("DATABASE_URL")?)
         .await?;

@@ -8,8 +8,10 @@
 
 #![allow(clippy::print_stdout)]
 
+use std::process::ExitCode;
 use std::time::Duration;
 
+use runledger::JobsConfig;
 use runledger::engine::core::jobs::{
     JobCompletion, JobContext, JobFailure, JobType, WorkflowDagBuilder,
 };
@@ -17,7 +19,6 @@ use runledger::engine::core::prelude::async_trait;
 use runledger::engine::postgres::jobs::{WorkflowRunWaitOptions, enqueue_workflow_run_handle};
 use runledger::engine::runtime::Supervisor;
 use runledger::engine::runtime::catalog::JobCatalog;
-use runledger::engine::runtime::config::JobsConfig;
 use runledger::engine::runtime::registry::JobHandler;
 use serde_json::{Value, json};
 
@@ -51,7 +52,11 @@ impl JobHandler for Step {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> ExitCode {
+    runledger_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let pool = sqlx::PgPool::connect(&std::env::var("DATABASE_URL")?).await?;
     runledger::engine::postgres::migrate(&pool).await?;
     let catalog = [

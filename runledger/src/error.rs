@@ -204,6 +204,10 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// The database could not be reached or entered at startup: the message names the host,
+    /// port, database and user, the cause and what to check.
+    #[error(transparent)]
+    Connection(#[from] engine::postgres::ConnectionError),
     /// `DATABASE_URL` is missing or unusable.
     #[error("DATABASE_URL {problem}")]
     DatabaseUrl {
@@ -224,6 +228,14 @@ pub enum Error {
     Runtime(#[from] RuntimeError),
 }
 
+/// So that `?` works on `pool.begin()`, `tx.commit()` and any other `sqlx` call in a function
+/// that returns [`Error`].
+impl From<sqlx::Error> for Error {
+    fn from(err: sqlx::Error) -> Self {
+        Self::Database(engine::postgres::Error::from(err))
+    }
+}
+
 impl Error {
     /// Stable dotted code, e.g. `worker.duplicate_job` or the wrapped engine error's code.
     pub fn code(&self) -> &'static str {
@@ -236,6 +248,7 @@ impl Error {
             Self::DuplicateJob { .. } => "worker.duplicate_job",
             Self::DuplicateSchedule { .. } => "worker.duplicate_schedule",
             Self::SchedulePayload { .. } => "worker.schedule_payload_invalid",
+            Self::Connection(err) => err.code(),
             Self::DatabaseUrl { .. } => "worker.database_url_invalid",
             Self::Config(err) => err.code(),
             Self::Schema(err) => err.code(),

@@ -63,10 +63,10 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// # use runledger::prelude::*;
     /// # #[job] async fn send_email(to: String) -> Result<(), JobError> { Ok(()) }
     /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::Error> {
-    /// let mut tx = pool.begin().await.map_err(runledger::engine::postgres::Error::from)?;
+    /// let mut tx = pool.begin().await?;
     /// // ... insert the user row with &mut *tx ...
     /// let job = SendEmail { to: "ada@example.com".into() }.enqueue(&mut *tx).await?;
-    /// tx.commit().await.map_err(runledger::engine::postgres::Error::from)?;
+    /// tx.commit().await?;
     /// println!("enqueued {}", job.id());
     /// # Ok(()) }
     /// ```

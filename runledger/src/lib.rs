@@ -63,6 +63,28 @@ pub mod __private;
 
 pub use runledger_engine as engine;
 
+/// The `sqlx` this version is built on (0.9): pools, transactions and executors in Runledger's
+/// signatures are its types. Use it through this path, or depend on the same minor version
+/// of `sqlx` yourself, so that both name one crate.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), runledger::Error> {
+/// let pool = runledger::sqlx::PgPool::connect("postgres://localhost/app").await?;
+/// let mut tx = pool.begin().await?; // `?` converts sqlx::Error into runledger::Error
+/// tx.commit().await?;
+/// # Ok(()) }
+/// ```
+pub use sqlx;
+
+/// The `chrono` used for timestamps in Runledger's signatures.
+pub use chrono;
+/// The `serde_json` used for payloads and outputs in the engine's signatures.
+pub use serde_json;
+/// The `uuid` behind Runledger's ids.
+pub use uuid;
+
+pub use runledger_engine::runtime::config::JobsConfig;
+
 pub use error::{Error, HANDLER_ERROR_CODE, JobError};
 pub use job::{
     EnqueueOptions, Job, JobContext, JobDefaults, JobHandle, enqueue_batch, enqueue_batch_with,

@@ -6,11 +6,13 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-use crate::engine::postgres::{ensure_schema_compatible, migrate};
+use crate::engine::postgres::{
+    DEFAULT_CONNECT_TIMEOUT, check_connection, ensure_schema_compatible, migrate,
+};
 use crate::engine::runtime::catalog::{
     CatalogJobScheduleSpec, JobCatalog, JobCatalogDefinitionOverrides,
 };
-use crate::engine::runtime::config::JobsConfig;
+use crate::engine::runtime::config::{JobsConfig, JobsConfigError};
 use crate::engine::runtime::{JobLifecycleObserver, Supervisor, SupervisorBuilder};
 use crate::error::Error;
 use crate::registry::{
@@ -18,7 +20,8 @@ use crate::registry::{
     registered_schedules,
 };
 
-type AddObserver = Box<dyn FnOnce(SupervisorBuilder) -> SupervisorBuilder + Send>;
+// `Sync` as well as `Send`, so that `&Worker` may be held across an `.await` in a spawned task.
+type AddObserver = Box<dyn FnOnce(SupervisorBuilder) -> SupervisorBuilder + Send + Sync>;
 
 /// How long in-flight handlers may finish after a shutdown signal, unless
 /// `JOBS_SHUTDOWN_TIMEOUT_SECONDS` or [`WorkerBuilder::shutdown_deadline`] says otherwise.
@@ -57,6 +60,7 @@ pub struct Worker {
     config: JobsConfig,
     schema: SchemaMode,
     shutdown_deadline: Duration,
+    connect_timeout: Duration,
     observers: Vec<AddObserver>,
     jobs: Vec<RegisteredJob>,
     schedules: Vec<RegisteredSchedule>,
@@ -79,9 +83,10 @@ impl std::fmt::Debug for Worker {
 }
 
 impl Worker {
-    /// A worker configured from the environment: `DATABASE_URL` (required),
-    /// `JOBS_*` (see the README), and `JOBS_SHUTDOWN_TIMEOUT_SECONDS` (default 30). The pool
-    /// connects lazily, so this call does not touch the database.
+    /// A worker configured from the environment: `DATABASE_URL` (required), `JOBS_*` (see the
+    /// README), `JOBS_SHUTDOWN_TIMEOUT_SECONDS` (default 30) and
+    /// `JOBS_CONNECT_TIMEOUT_SECONDS` (default 5). The pool connects lazily, so this call does
+    /// not touch the database; [`prepare`](Self::prepare) and [`start`](Self::start) do.
     pub fn from_env() -> Result<Self, Error> {
         let url = std::env::var("DATABASE_URL").map_err(|_| Error::DatabaseUrl {
             problem: "is not set".to_owned(),
@@ -97,6 +102,9 @@ impl Worker {
         if let Some(seconds) = read_seconds("JOBS_SHUTDOWN_TIMEOUT_SECONDS")? {
             builder = builder.shutdown_deadline(Duration::from_secs(seconds));
         }
+        if let Some(seconds) = read_seconds("JOBS_CONNECT_TIMEOUT_SECONDS")? {
+            builder = builder.connect_timeout(Duration::from_secs(seconds));
+        }
         builder.build()
     }
 
@@ -104,8 +112,7 @@ impl Worker {
     ///
     /// ```no_run
     /// use std::time::Duration;
-    /// use runledger::{SchemaMode, Worker};
-    /// use runledger::engine::runtime::config::JobsConfig;
+    /// use runledger::{JobsConfig, SchemaMode, Worker};
     ///
     /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::Error> {
     /// let worker = Worker::builder(&pool)
@@ -124,6 +131,7 @@ impl Worker {
             config: None,
             schema: SchemaMode::default(),
             shutdown_deadline: DEFAULT_SHUTDOWN_DEADLINE,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             observers: Vec::new(),
         }
     }
@@ -143,11 +151,14 @@ impl Worker {
         &self.schedules
     }
 
-    /// Prepares the schema (per [`SchemaMode`]) and syncs job definitions and schedules,
-    /// without starting any loop. [`start`](Self::start) does this first; call it alone in a
-    /// process that only enqueues (an API server), so that its job types exist before the
-    /// first enqueue even when no worker has started yet.
+    /// Checks that the database can be reached (within the connect timeout, failing with
+    /// [`Error::Connection`] that names the host, port, database, cause and a hint), prepares
+    /// the schema (per [`SchemaMode`]) and syncs job definitions and schedules, without
+    /// starting any loop. [`start`](Self::start) does this first; call it alone in a process
+    /// that only enqueues (an API server), so that its job types exist before the first
+    /// enqueue even when no worker has started yet.
     pub async fn prepare(&self) -> Result<(), Error> {
+        check_connection(&self.pool, self.connect_timeout).await?;
         match self.schema {
             SchemaMode::Migrate => migrate(&self.pool).await?,
             SchemaMode::Validate => ensure_schema_compatible(&self.pool).await?,
@@ -258,13 +269,11 @@ fn pool_size(config: &JobsConfig) -> u32 {
 fn read_seconds(variable: &'static str) -> Result<Option<u64>, Error> {
     match std::env::var(variable) {
         Ok(value) if !value.trim().is_empty() => value.trim().parse().map(Some).map_err(|_| {
-            Error::Config(
-                crate::engine::runtime::config::JobsConfigError::InvalidEnvVar {
-                    variable,
-                    value,
-                    expected: "a non-negative integer",
-                },
-            )
+            Error::Config(JobsConfigError::InvalidEnvVar {
+                variable,
+                value,
+                expected: "a non-negative integer",
+            })
         }),
         _ => Ok(None),
     }
@@ -277,6 +286,7 @@ pub struct WorkerBuilder {
     config: Option<JobsConfig>,
     schema: SchemaMode,
     shutdown_deadline: Duration,
+    connect_timeout: Duration,
     observers: Vec<AddObserver>,
 }
 
@@ -286,6 +296,7 @@ impl std::fmt::Debug for WorkerBuilder {
             .field("config", &self.config)
             .field("schema", &self.schema)
             .field("shutdown_deadline", &self.shutdown_deadline)
+            .field("connect_timeout", &self.connect_timeout)
             .finish()
     }
 }
@@ -309,6 +320,14 @@ impl WorkerBuilder {
         self
     }
 
+    /// How long the startup connection check waits for the server (default 5 s; `from_env`
+    /// reads `JOBS_CONNECT_TIMEOUT_SECONDS`). The check runs once, in
+    /// [`Worker::prepare`]; the pool's own timeouts are not changed.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
     /// Adds a lifecycle observer (called after each state change commits).
     pub fn observer(mut self, observer: impl JobLifecycleObserver) -> Self {
         self.observers.push(Box::new(move |builder| {
@@ -323,11 +342,18 @@ impl WorkerBuilder {
     pub fn build(self) -> Result<Worker, Error> {
         let config = self.config.unwrap_or_default();
         config.validate()?;
+        if self.connect_timeout.is_zero() {
+            return Err(Error::Config(JobsConfigError::InvalidField {
+                field: "connect_timeout",
+                problem: "must be positive",
+            }));
+        }
         Ok(Worker {
             pool: self.pool,
             config,
             schema: self.schema,
             shutdown_deadline: self.shutdown_deadline,
+            connect_timeout: self.connect_timeout,
             observers: self.observers,
             jobs: registered_jobs()?,
             schedules: registered_schedules()?,

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use super::connect::ConnectionFailure;
+
 use crate::core::jobs::{
     IdentifierError, JobId, JobStatus, WorkflowRunId, WorkflowValidationError,
 };
@@ -41,17 +43,16 @@ impl QueryError {
         &self.source
     }
 
-    /// Whether the failure is about reaching the server rather than the statement.
+    /// Whether the failure is about reaching or entering the server rather than the statement:
+    /// I/O, TLS and pool errors, and the server's refusals of the session itself (authentication,
+    /// a missing database, shutdown, no free connection slot).
     pub fn is_connection_error(&self) -> bool {
-        matches!(
-            self.source,
-            sqlx::Error::Io(_)
-                | sqlx::Error::Tls(_)
-                | sqlx::Error::PoolTimedOut
-                | sqlx::Error::PoolClosed
-                | sqlx::Error::WorkerCrashed
-                | sqlx::Error::Protocol(_)
-        )
+        ConnectionFailure::classify(&self.source).is_some()
+    }
+
+    /// Why the server could not be reached or entered, when that is what failed.
+    pub fn connection_failure(&self) -> Option<ConnectionFailure> {
+        ConnectionFailure::classify(&self.source)
     }
 
     fn kind(&self) -> &'static str {
@@ -82,7 +83,13 @@ impl fmt::Debug for QueryError {
     }
 }
 
-impl std::error::Error for QueryError {}
+impl std::error::Error for QueryError {
+    /// The `sqlx` error; its `Display` may carry SQL and server detail, so log it rather than
+    /// showing it to clients.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
 
 impl From<sqlx::Error> for QueryError {
     fn from(source: sqlx::Error) -> Self {

@@ -1,11 +1,13 @@
 //! PostgreSQL persistence: the schema and its migrations, and every SQL statement Runledger
 //! runs. All objects live in the `runledger` schema.
 
+mod connect;
 mod error;
 pub mod jobs;
 mod schema;
 mod types;
 
+pub use connect::{ConnectionError, ConnectionFailure, DEFAULT_CONNECT_TIMEOUT, check_connection};
 pub use error::{Error, ErrorCategory, QueryError, Result};
 pub use schema::{
     MIGRATOR, SchemaCompatibilityError, ensure_schema_compatible,

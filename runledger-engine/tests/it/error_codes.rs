@@ -3,7 +3,8 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-const PREFIXES: [&str; 13] = [
+const PREFIXES: [&str; 14] = [
+    "connection.",
     "job.",
     "job_definition.",
     "job_schedule.",

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod connection;
 mod jobs;
 mod schedules;
 mod support;
