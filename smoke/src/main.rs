@@ -53,7 +53,11 @@ async fn main() -> ExitCode {
 /// Enqueues inside a transaction; `?` turns sqlx's errors into `runledger::Error`.
 async fn enqueue_in_transaction(pool: &PgPool) -> Result<JobHandle<Greet>, runledger::Error> {
     let mut tx = pool.begin().await?;
-    let job = Greet { name: "smoke".into() }.enqueue(&mut *tx).await?;
+    let job = Greet {
+        name: "smoke".into(),
+    }
+    .enqueue(&mut *tx)
+    .await?;
     tx.commit().await?;
     Ok(job)
 }
@@ -65,13 +69,17 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     let job = enqueue_in_transaction(&pool).await?;
     let run = Welcome {
-        greet: Greet { name: "world".into() },
+        greet: Greet {
+            name: "world".into(),
+        },
         shout: Shout {},
     }
     .enqueue(&pool)
     .await?;
 
-    let shouted = run.result(&pool, Wait::up_to(Duration::from_secs(60))).await?;
+    let shouted = run
+        .result(&pool, Wait::up_to(Duration::from_secs(60)))
+        .await?;
     let deadline = Instant::now() + Duration::from_secs(60);
     let greeting = loop {
         if let Some(greeting) = job.output(&pool).await? {
