@@ -21,9 +21,7 @@ impl PrivateCluster {
     /// (`trust`, `scram-sha-256`, ...).
     pub fn create(name: &str, port: u16, host_auth: &str) -> Result<Self, BoxError> {
         let version = newest_version()?;
-        let _ = Command::new("pg_dropcluster")
-            .args(["--stop", &version, name])
-            .output();
+        drop_cluster(&version, name);
         run(Command::new("pg_createcluster").args([
             &version,
             name,
@@ -90,10 +88,18 @@ impl PrivateCluster {
 
 impl Drop for PrivateCluster {
     fn drop(&mut self) {
-        let _ = Command::new("pg_dropcluster")
-            .args(["--stop", &self.version, &self.name])
-            .output();
+        drop_cluster(&self.version, &self.name);
     }
+}
+
+/// Stops and removes a cluster with everything it leaves behind: `pg_dropcluster` keeps a
+/// configuration directory that still holds files it did not create (our `conf.d` settings),
+/// and `pg_createcluster` would reuse them.
+fn drop_cluster(version: &str, name: &str) {
+    let _ = Command::new("pg_dropcluster")
+        .args(["--stop", version, name])
+        .output();
+    let _ = std::fs::remove_dir_all(format!("/etc/postgresql/{version}/{name}"));
 }
 
 fn newest_version() -> Result<String, BoxError> {
