@@ -21,8 +21,9 @@ use crate::core::jobs::{
     StepOutputError, StepOutputReader, StepOutputs, WorkflowStepId,
 };
 use crate::postgres::jobs::{
-    ClaimRequest, ClaimedJob, JOB_QUEUE_CHANNEL, JobSuccess, claim_jobs, complete_job_failure,
-    complete_jobs_success, get_job_by_id, get_prerequisite_output, heartbeat_jobs,
+    ClaimRequest, ClaimedJob, JOB_QUEUE_CHANNEL, JobFailureDisposition, JobSuccess, claim_jobs,
+    complete_job_failure, complete_jobs_success, get_job_by_id, get_prerequisite_output,
+    heartbeat_jobs,
 };
 use crate::runtime::config::{JobsConfig, JobsConfigError};
 use crate::runtime::error::RuntimeLoopExit;
@@ -119,8 +120,8 @@ impl WorkerConfig {
     }
 }
 
-/// Counts from one [`Worker::run_once`] pass.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What one [`Worker::run_once`] pass did: counts, and each job with its outcome.
+#[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct WorkerPass {
     /// Jobs claimed.
@@ -131,6 +132,40 @@ pub struct WorkerPass {
     pub failed: usize,
     /// Outcomes that could not be committed (lease lost).
     pub persist_failed: usize,
+    /// Every claimed job and how its attempt ended, in claim order.
+    pub jobs: Vec<PassedJob>,
+}
+
+/// One job of a [`WorkerPass`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PassedJob {
+    /// The job and attempt.
+    pub job: ObservedJob,
+    /// How the attempt ended.
+    pub outcome: PassOutcome,
+}
+
+/// How an attempt of a [`WorkerPass`] ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum PassOutcome {
+    /// The success (and output) was committed.
+    Succeeded,
+    /// The failure was committed: retried later or dead-lettered, as `disposition` says.
+    Failed {
+        /// How it failed.
+        kind: JobFailureKind,
+        /// The failure's code.
+        code: String,
+        /// The failure's message.
+        message: String,
+        /// What happened to the job.
+        disposition: JobFailureDisposition,
+    },
+    /// The outcome could not be recorded: the lease was lost meanwhile (the reaper retries
+    /// the job).
+    NotRecorded,
 }
 
 /// Runs claimed jobs through their handlers. Usually started by the
@@ -207,41 +242,51 @@ impl Worker {
             .config
             .claim_batch_size
             .min(inner.config.max_concurrency);
-        let jobs = claim_jobs(&inner.pool, &inner.claim_request(i64::from(limit))).await?;
-        let mut pass = WorkerPass {
-            claimed: jobs.len(),
-            ..WorkerPass::default()
-        };
+        let claimed = claim_jobs(&inner.pool, &inner.claim_request(i64::from(limit))).await?;
+        let order: Vec<JobId> = claimed.iter().map(|job| job.id).collect();
         let never = CancellationToken::new();
-        let mut finished = Vec::with_capacity(jobs.len());
-        let runs: Vec<_> = jobs
+        let runs: Vec<_> = claimed
             .into_iter()
             .map(|job| {
+                let observed = ObservedJob::from_claimed(&job);
                 let lost = inner.track(&job);
                 let inner = Arc::clone(inner);
                 let never = never.clone();
-                tokio::spawn(async move { inner.execute(job, lost, never).await })
+                let run = tokio::spawn(async move { inner.execute(job, lost, never).await });
+                (observed, run)
             })
             .collect();
-        for run in runs {
-            if let Ok(Some(done)) = run.await {
-                finished.push(done);
+        let mut finished = Vec::with_capacity(runs.len());
+        let mut passed = Vec::with_capacity(runs.len());
+        for (observed, run) in runs {
+            match run.await {
+                Ok(Some(done)) => finished.push(done),
+                // The lease was lost while the handler ran (or its task failed): nothing is
+                // recorded, and the reaper retries the job.
+                _ => passed.push(PassedJob {
+                    job: observed,
+                    outcome: PassOutcome::NotRecorded,
+                }),
             }
         }
         inner.logs.flush(&inner.pool).await;
         let (successes, failures): (Vec<_>, Vec<_>) =
             finished.into_iter().partition(|done| done.outcome.is_ok());
-        let stats = inner.persist_successes(successes, &never).await;
-        pass.succeeded += stats.0;
-        pass.persist_failed += stats.1;
+        passed.extend(inner.persist_successes(successes, &never).await);
         for failure in failures {
-            if inner.persist_failure(failure, &never).await {
-                pass.failed += 1;
-            } else {
-                pass.persist_failed += 1;
-            }
+            passed.push(inner.persist_failure(failure, &never).await);
         }
-        Ok(pass)
+        passed.sort_by_key(|done| order.iter().position(|id| *id == done.job.job_id));
+        let count = |wanted: fn(&PassOutcome) -> bool| {
+            passed.iter().filter(|done| wanted(&done.outcome)).count()
+        };
+        Ok(WorkerPass {
+            claimed: order.len(),
+            succeeded: count(|o| matches!(o, PassOutcome::Succeeded)),
+            failed: count(|o| matches!(o, PassOutcome::Failed { .. })),
+            persist_failed: count(|o| matches!(o, PassOutcome::NotRecorded)),
+            jobs: passed,
+        })
     }
 
     /// Runs until `shutdown` fires, then stops claiming and drains in-flight jobs. When
@@ -617,14 +662,14 @@ impl Inner {
     }
 
     /// Commits a batch of successes in one statement, retrying on database errors while the
-    /// leases may still be valid. Returns (committed, not committed).
+    /// leases may still be valid. Returns each job with whether its success was committed.
     async fn persist_successes(
         &self,
         batch: Vec<Finished>,
         hard_stop: &CancellationToken,
-    ) -> (usize, usize) {
+    ) -> Vec<PassedJob> {
         if batch.is_empty() {
-            return (0, 0);
+            return Vec::new();
         }
         let rows: Vec<JobSuccess> = batch
             .iter()
@@ -653,8 +698,7 @@ impl Inner {
                 }
             }
         };
-        let total = batch.len();
-        let mut committed = 0;
+        let mut passed = Vec::with_capacity(batch.len());
         for done in batch {
             self.untrack(done.job.job_id);
             // After an error the first statement may have committed without us seeing the
@@ -662,13 +706,20 @@ impl Inner {
             let ok = completed.contains(&done.job.job_id)
                 || (retried && self.already_succeeded(&done.job).await);
             if ok {
-                committed += 1;
+                passed.push(PassedJob {
+                    job: done.job.clone(),
+                    outcome: PassOutcome::Succeeded,
+                });
                 self.observers
                     .emit(LifecycleEvent::Succeeded(JobSucceededEvent {
                         job: done.job,
                         duration: done.duration,
                     }));
             } else {
+                passed.push(PassedJob {
+                    job: done.job.clone(),
+                    outcome: PassOutcome::NotRecorded,
+                });
                 tracing::warn!(job.id = %done.job.job_id, "success not recorded: lease no longer held");
                 self.observers.emit(LifecycleEvent::PersistFailed(
                     JobCompletionPersistFailedEvent {
@@ -679,7 +730,7 @@ impl Inner {
                 ));
             }
         }
-        (committed, total - committed)
+        passed
     }
 
     async fn already_succeeded(&self, job: &ObservedJob) -> bool {
@@ -689,10 +740,13 @@ impl Inner {
         )
     }
 
-    /// Commits one failure. Returns whether it was recorded.
-    async fn persist_failure(&self, done: Finished, hard_stop: &CancellationToken) -> bool {
+    /// Commits one failure. Returns the job with what was recorded.
+    async fn persist_failure(&self, done: Finished, hard_stop: &CancellationToken) -> PassedJob {
         let Err(failure) = done.outcome else {
-            return false;
+            return PassedJob {
+                job: done.job,
+                outcome: PassOutcome::NotRecorded,
+            };
         };
         let lease = crate::postgres::jobs::JobLease {
             job_id: done.job.job_id,
@@ -719,6 +773,15 @@ impl Inner {
         match result {
             Ok(disposition) => {
                 tracing::info!(code = %failure.code, kind = %failure.kind, ?disposition, "job attempt failed");
+                let passed = PassedJob {
+                    job: done.job.clone(),
+                    outcome: PassOutcome::Failed {
+                        kind: failure.kind,
+                        code: failure.code.clone(),
+                        message: failure.message.clone(),
+                        disposition: disposition.clone(),
+                    },
+                };
                 self.observers.emit(LifecycleEvent::Failed(JobFailedEvent {
                     job: done.job,
                     kind: failure.kind,
@@ -726,10 +789,14 @@ impl Inner {
                     message: failure.message,
                     disposition,
                 }));
-                true
+                passed
             }
             Err(err) => {
                 tracing::warn!(code = err.code(), "failure not recorded");
+                let passed = PassedJob {
+                    job: done.job.clone(),
+                    outcome: PassOutcome::NotRecorded,
+                };
                 self.observers.emit(LifecycleEvent::PersistFailed(
                     JobCompletionPersistFailedEvent {
                         job: done.job,
@@ -737,7 +804,7 @@ impl Inner {
                         error_code: err.code().to_owned(),
                     },
                 ));
-                false
+                passed
             }
         }
     }

@@ -449,3 +449,46 @@ async fn reaped_lease_reports_whether_the_handler_had_started(pool: PgPool) {
     assert!(started_of(running.id));
     assert!(!started_of(idle.id));
 }
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn waiting_jobs_due_by_a_time_run_now_and_wake_workers(pool: PgPool) {
+    use runledger_engine::postgres::jobs::{JobEnqueue, enqueue_job, run_waiting_jobs_now};
+
+    define(&pool, "test.job", DefinitionOpts::default()).await;
+    let payload = json!({});
+    let in_one_hour = Utc::now() + chrono::TimeDelta::hours(1);
+    let in_three_hours = Utc::now() + chrono::TimeDelta::hours(3);
+    let soon = enqueue_job(
+        &pool,
+        &JobEnqueue::new("test.job", &payload).run_at(in_one_hour),
+    )
+    .await
+    .unwrap();
+    let later = enqueue_job(
+        &pool,
+        &JobEnqueue::new("test.job", &payload).run_at(in_three_hours),
+    )
+    .await
+    .unwrap();
+    assert!(claim(&pool, WORKER, 10).await.is_empty(), "both wait");
+    let mut listener = PgListener::connect_with(&pool).await.unwrap();
+    listener.listen(JOB_QUEUE_CHANNEL).await.unwrap();
+
+    let types = vec!["test.job".to_owned(), "other.job".to_owned()];
+    let moved = run_waiting_jobs_now(&pool, Utc::now() + chrono::TimeDelta::hours(2), &types)
+        .await
+        .unwrap();
+
+    assert_eq!(moved, 1);
+    let claimed = claim(&pool, WORKER, 10).await;
+    assert_eq!(
+        claimed.iter().map(|j| j.id).collect::<Vec<_>>(),
+        vec![soon.id]
+    );
+    assert_eq!(job(&pool, later.id).await.status, JobStatus::Pending);
+    let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("no notification within 5 seconds")
+        .unwrap();
+    assert_eq!(notification.payload(), "test.job");
+}

@@ -555,9 +555,10 @@ async fn worker_claims_only_the_job_types_it_has_handlers_for(pool: PgPool) {
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn worker_run_once_runs_one_batch_to_its_end_and_counts_it(pool: PgPool) {
+    use runledger_engine::runtime::JobFailureDisposition;
     use runledger_engine::runtime::observer::JobLifecycleObservers;
     use runledger_engine::runtime::registry::JobRegistry;
-    use runledger_engine::runtime::worker::{Worker, WorkerConfig};
+    use runledger_engine::runtime::worker::{PassOutcome, Worker, WorkerConfig};
 
     let mut registry = JobRegistry::new();
     registry
@@ -586,6 +587,23 @@ async fn worker_run_once_runs_one_batch_to_its_end_and_counts_it(pool: PgPool) {
 
     let pass = worker.run_once().await.unwrap();
     assert_eq!((pass.claimed, pass.succeeded, pass.failed), (3, 2, 1));
+    let codes: Vec<Option<&str>> = pass
+        .jobs
+        .iter()
+        .map(|done| match &done.outcome {
+            PassOutcome::Succeeded => None,
+            PassOutcome::Failed {
+                code, disposition, ..
+            } => {
+                assert_eq!(*disposition, JobFailureDisposition::DeadLettered);
+                Some(code.as_str())
+            }
+            other => panic!("unexpected outcome {other:?}"),
+        })
+        .collect();
+    assert_eq!(codes.len(), 3, "every claimed job is reported once");
+    assert_eq!(codes.iter().filter(|c| **c == Some("once.bad")).count(), 1);
+    assert!(pass.jobs.iter().all(|done| done.job.job_type == "once"));
     assert_eq!(count_status(&pool, "SUCCEEDED").await, 2);
     assert_eq!(count_status(&pool, "DEAD_LETTERED").await, 1);
     assert_eq!(worker.run_once().await.unwrap().claimed, 0);

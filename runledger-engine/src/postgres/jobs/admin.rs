@@ -1,4 +1,5 @@
-//! Operator and maintenance transitions: cancel, requeue, and reaping expired leases.
+//! Operator and maintenance transitions: cancel, requeue, running waiting jobs now, and reaping
+//! expired leases.
 
 use std::time::Duration;
 
@@ -64,6 +65,54 @@ pub async fn cancel_job<'e>(executor: impl PgExecutor<'e>, job_id: JobId) -> Res
         "canceled",
         Error::WorkflowCancelNotSupported { job_id },
     )
+}
+
+/// Makes `PENDING` jobs of `job_types` that are waiting for a time up to `up_to` (a delay, or
+/// the backoff before a retry) claimable now, and wakes the workers. Returns how many jobs
+/// were moved.
+///
+/// Operators use it to run delayed work at once; tests use it to go through retries and
+/// delays without sleeping (`runledger::testing::drain` does).
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
+/// use chrono::{TimeDelta, Utc};
+///
+/// let types = vec!["emails.send".to_owned()];
+/// let moved = runledger_engine::postgres::jobs::run_waiting_jobs_now(
+///     &pool,
+///     Utc::now() + TimeDelta::hours(1),
+///     &types,
+/// )
+/// .await?;
+/// # let _ = moved;
+/// # Ok(()) }
+/// ```
+pub async fn run_waiting_jobs_now<'e>(
+    executor: impl PgExecutor<'e>,
+    up_to: DateTime<Utc>,
+    job_types: &[String],
+) -> Result<u64> {
+    let row = sqlx::query!(
+        r#"
+        WITH moved AS (
+            UPDATE runledger.job_queue
+            SET next_run_at = now(), updated_at = now()
+            WHERE status = 'PENDING' AND next_run_at > now() AND next_run_at <= $1
+              AND job_type = ANY($2)
+            RETURNING job_type
+        ),
+        woken AS (
+            SELECT pg_notify('runledger_job_queue', job_type) FROM (SELECT DISTINCT job_type FROM moved) t
+        )
+        SELECT (SELECT count(*) FROM moved) AS "moved!", (SELECT count(*) FROM woken) AS "woken!"
+        "#,
+        up_to,
+        job_types,
+    )
+    .fetch_one(executor)
+    .await?;
+    Ok(u64::try_from(row.moved).unwrap_or(0))
 }
 
 /// Turns the outcome of a guarded operator transition into the caller's result.

@@ -15,7 +15,7 @@ mod runtime_configs;
 mod schedules;
 mod workflows;
 
-pub use admin::{ReapedLease, cancel_job, reap_expired_leases, requeue_job};
+pub use admin::{ReapedLease, cancel_job, reap_expired_leases, requeue_job, run_waiting_jobs_now};
 pub use definitions::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_BASE_DELAY_MS, DEFAULT_RETRY_MAX_DELAY_MS,
     DEFAULT_TIMEOUT_SECONDS, JobDefinition, JobDefinitionUpsert, get_job_definition,
