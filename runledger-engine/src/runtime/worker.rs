@@ -779,7 +779,7 @@ impl Inner {
                         kind: failure.kind,
                         code: failure.code.clone(),
                         message: failure.message.clone(),
-                        disposition: disposition.clone(),
+                        disposition,
                     },
                 };
                 self.observers.emit(LifecycleEvent::Failed(JobFailedEvent {
