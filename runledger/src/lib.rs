@@ -56,6 +56,9 @@ mod worker;
 mod workflow;
 
 pub mod prelude;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 
 #[doc(hidden)]
 #[path = "private.rs"]

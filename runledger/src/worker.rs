@@ -206,7 +206,7 @@ impl Worker {
         self.run_until(shutdown_signal()).await
     }
 
-    fn catalog(&self) -> JobCatalog {
+    pub(crate) fn catalog(&self) -> JobCatalog {
         let mut catalog = JobCatalog::new();
         for job in &self.jobs {
             let Some(handler) = inventory::iter::<JobRegistration>()
