@@ -11,7 +11,10 @@ pub use handler::{
     JobCompletion, JobContext, JobFailure, JobHandler, JobProgressUpdate, StepOutputError,
     StepOutputReader, StepOutputs,
 };
-pub use identifiers::{IdentifierError, JobType, MAX_IDENTIFIER_CHARS, StepKey, WorkflowType};
+pub use identifiers::{
+    IdentifierError, JobType, MAX_IDENTIFIER_CHARS, NAME_CHARACTERS, NameError, StepKey,
+    WorkflowType,
+};
 pub use ids::{JobId, JobScheduleId, WorkflowRunId, WorkflowStepId};
 pub use logs::{JobLogLine, JobLogSink, JobLogWriter, MAX_LOG_MESSAGE_CHARS};
 pub use status::{
