@@ -49,32 +49,35 @@
 //! Supervisor) is [`engine`]; drop down to it for job types chosen at run time, schedules
 //! created per tenant, or operator tools.
 
+mod context;
 mod error;
+mod handler;
 mod job;
+mod output;
 mod registry;
+mod step;
 mod worker;
 mod workflow;
 
 pub mod prelude;
 
 #[doc(hidden)]
-#[path = "private.rs"]
+#[path = "private/mod.rs"]
 pub mod __private;
 
 pub use runledger_engine as engine;
 
+pub use context::JobContext;
+pub use engine::core::jobs::JobDefaults;
 pub use error::{Error, HANDLER_ERROR_CODE, JobError};
-pub use job::{
-    EnqueueOptions, Job, JobContext, JobDefaults, JobHandle, enqueue_batch, enqueue_batch_with,
-};
+pub use job::{EnqueueOptions, Job, JobHandle, enqueue_batch, enqueue_batch_with};
 pub use registry::{
-    RegisteredJob, RegisteredSchedule, SourceLocation, registered_jobs, registered_schedules,
+    RegisteredJob, RegisteredSchedule, RegisteredWorkflow, SourceLocation, registered_jobs,
+    registered_schedules, registered_workflows,
 };
+pub use step::{External, Gate, GateStep, JobStep, Step, StepKind, WorkflowStep};
 pub use worker::{DEFAULT_SHUTDOWN_DEADLINE, RunningWorker, SchemaMode, Worker, WorkerBuilder};
-pub use workflow::{
-    External, Gate, GateStep, JobStep, Step, StepKind, Wait, Workflow, WorkflowHandle,
-    WorkflowOptions, WorkflowStep,
-};
+pub use workflow::{Wait, Workflow, WorkflowHandle, WorkflowOptions};
 
 /// Turns an `async fn` into a job type.
 ///

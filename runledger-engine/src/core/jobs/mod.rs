@@ -1,5 +1,6 @@
 //! Job and workflow contracts: identifiers, ids, statuses and the handler interface.
 
+mod definition;
 mod handler;
 mod identifiers;
 mod ids;
@@ -7,6 +8,7 @@ mod logs;
 mod status;
 mod workflow;
 
+pub use definition::JobDefaults;
 pub use handler::{
     JobCompletion, JobContext, JobFailure, JobHandler, JobProgressUpdate, StepOutputError,
     StepOutputReader, StepOutputs,
