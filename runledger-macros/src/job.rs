@@ -91,7 +91,6 @@ pub(crate) fn expand(
         .payload
         .clone()
         .unwrap_or_else(|| case::pascal_case(&function.sig.ident));
-    out.extend(payload_struct(&function, &payload, &model));
     let mut registrations = Vec::new();
     for schedule_args in schedules {
         registrations.push(schedule::expand_stacked(
@@ -101,10 +100,12 @@ pub(crate) fn expand(
             &mut errors,
         ));
     }
+    let mut attached = field_helpers(&payload, &model);
     if errors.is_empty() {
-        out.extend(job_impl(&function, &job_args, &payload, &model));
-        out.extend(registrations);
+        attached.extend(job_impl(&function, &job_args, &payload, &model));
+        attached.extend(registrations);
     }
+    out.extend(payload_struct(&function, &payload, &model, &attached));
     out.extend(errors.into_compile_errors());
     out
 }
@@ -259,7 +260,7 @@ fn owned_suggestion(reference: &TypeReference) -> String {
     }
 }
 
-const RETURN_USAGE: &str = "a #[job] fn returns `Result<T, E>` where `T` is the output and `E` the error (`JobError`, any `std::error::Error`, `String`, ...)";
+const RETURN_USAGE: &str = "a #[job] fn returns `Result<T, E>`, or an alias whose name ends in `Result` (`anyhow::Result<T>`), where `T` is the output and `E` the error";
 
 fn parse_return(output: &ReturnType, errors: &mut Errors) -> Option<Return> {
     let ty = match output {
@@ -269,7 +270,12 @@ fn parse_return(output: &ReturnType, errors: &mut Errors) -> Option<Return> {
             return None;
         }
     };
-    if !matches!(ty, Type::Path(_)) {
+    // `Result<T, E>` or an alias (`io::Result<T>`, `anyhow::Result<T>`, `JobResult`): the
+    // last segment names a result. Anything else is refused here, once, rather than through
+    // every generated use of the type.
+    let names_result = syntax::last_segment(ty)
+        .is_some_and(|segment| segment.ident.to_string().ends_with("Result"));
+    if !names_result {
         errors.spanned(ty, RETURN_USAGE);
         return None;
     }
@@ -282,24 +288,55 @@ fn parse_return(output: &ReturnType, errors: &mut Errors) -> Option<Return> {
     })
 }
 
-fn payload_struct(function: &ItemFn, payload: &Ident, model: &JobFn) -> TokenStream {
+/// The payload struct, carrying the `attached` items (see `attached`).
+fn payload_struct(
+    function: &ItemFn,
+    payload: &Ident,
+    model: &JobFn,
+    attached: &TokenStream,
+) -> TokenStream {
     let vis = &function.vis;
     let fn_name = &function.sig.ident;
     let doc = format!("Payload of the job [`{fn_name}`]: its arguments, stored as JSON.");
-    let mut fields = Vec::new();
+    let fields = model
+        .fields
+        .iter()
+        .enumerate()
+        .map(|(index, Field { ident, ty })| {
+            let serialize_path = format!("{payload}::__runledger_serialize_{index}");
+            let deserialize_path = format!("{payload}::__runledger_deserialize_{index}");
+            // Without `deserialize_with`, serde lets an `Option` field be missing; keep that.
+            let default = syntax::is_named(ty, "Option").then(|| quote!(#[serde(default)]));
+            quote! {
+                #[serde(serialize_with = #serialize_path, deserialize_with = #deserialize_path)]
+                #default
+                pub #ident: #ty
+            }
+        });
+    quote! {
+        #[doc = #doc]
+        #[derive(
+            ::core::fmt::Debug,
+            ::core::clone::Clone,
+            ::runledger::__private::serde::Serialize,
+            ::runledger::__private::serde::Deserialize,
+            ::runledger::__private::RunledgerAttached,
+        )]
+        #[serde(crate = "::runledger::__private::serde")]
+        #[runledger_attached(#attached)]
+        #vis struct #payload {
+            #(#fields,)*
+        }
+    }
+}
+
+/// Serializes each field through a probe rather than serde's own bounds, so that an argument
+/// that is not a serde type gets one error (the argument check), not one per use.
+fn field_helpers(payload: &Ident, model: &JobFn) -> TokenStream {
     let mut helpers = Vec::new();
-    for (index, Field { ident, ty }) in model.fields.iter().enumerate() {
+    for (index, Field { ty, .. }) in model.fields.iter().enumerate() {
         let serialize = format_ident!("__runledger_serialize_{index}");
         let deserialize = format_ident!("__runledger_deserialize_{index}");
-        let serialize_path = format!("{payload}::{serialize}");
-        let deserialize_path = format!("{payload}::{deserialize}");
-        // Without `deserialize_with`, serde lets an `Option` field be missing; keep that.
-        let default = syntax::is_named(ty, "Option").then(|| quote!(#[serde(default)]));
-        fields.push(quote! {
-            #[serde(serialize_with = #serialize_path, deserialize_with = #deserialize_path)]
-            #default
-            pub #ident: #ty
-        });
         helpers.push(quote! {
             fn #serialize<S: ::runledger::__private::serde::Serializer>(
                 value: &#ty,
@@ -317,16 +354,7 @@ fn payload_struct(function: &ItemFn, payload: &Ident, model: &JobFn) -> TokenStr
             }
         });
     }
-    // Each field goes through a probe rather than serde's own bounds, so that an argument
-    // that is not a serde type gets one error (the argument check), not one per use.
     quote! {
-        #[doc = #doc]
-        #[derive(::core::fmt::Debug, ::core::clone::Clone, ::runledger::__private::serde::Serialize, ::runledger::__private::serde::Deserialize)]
-        #[serde(crate = "::runledger::__private::serde")]
-        #vis struct #payload {
-            #(#fields,)*
-        }
-
         #[automatically_derived]
         impl #payload {
             #(#helpers)*

@@ -3,6 +3,7 @@
 //! `#[runledger::schedule]`.
 
 mod args;
+mod attached;
 mod case;
 mod errors;
 mod graph;
@@ -30,4 +31,12 @@ pub fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn schedule(args: TokenStream, item: TokenStream) -> TokenStream {
     stacked::expand(stacked::Attribute::Schedule(args.into()), item.into()).into()
+}
+
+/// Emits the items of its `#[runledger_attached(...)]` attributes next to the struct
+/// (generated code only; see `attached`).
+#[doc(hidden)]
+#[proc_macro_derive(RunledgerAttached, attributes(runledger_attached))]
+pub fn attached(item: TokenStream) -> TokenStream {
+    attached::expand(item.into()).into()
 }

@@ -266,7 +266,6 @@ impl EnqueueOptions {
 }
 
 /// A typed reference to an enqueued job.
-#[derive(Debug)]
 pub struct JobHandle<J> {
     id: JobId,
     created: bool,
@@ -280,6 +279,15 @@ impl<J> Clone for JobHandle<J> {
 }
 
 impl<J> Copy for JobHandle<J> {}
+
+impl<J> std::fmt::Debug for JobHandle<J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobHandle")
+            .field("id", &self.id)
+            .field("created", &self.created)
+            .finish()
+    }
+}
 
 impl<J: Job> JobHandle<J> {
     /// A handle on an existing job, e.g. an id stored by the caller. Every read checks that

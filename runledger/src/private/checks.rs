@@ -382,50 +382,89 @@ impl<T: Serialize + DeserializeOwned> StepOk<External<T>> for &&&&Probe<External
     }
 }
 
-macro_rules! refused_step {
-    ($(#[$meta:meta])* $trait:ident, $marker:ident, $checked:ident, $probe:ty, $step:ty $(, $bound:path)?) => {
-        $(#[$meta])*
-        pub trait $trait<$checked> {
-            /// Fails to compile.
-            fn step_spec(&self, _: &$step, key: &'static str) -> Result<StepSpec, Error>
-            where
-                $checked: $marker,
-            {
-                Ok(StepSpec::gate(key))
-            }
-        }
-        impl<$checked $(: $bound)?> $trait<$checked> for $probe {}
-    };
+/// A gate whose output cannot be read back.
+pub trait GateNotDeserialize<T> {
+    /// Fails to compile.
+    fn step_spec(&self, _: &External<T>, key: &'static str) -> Result<StepSpec, Error>
+    where
+        T: DeserializeGateOutput,
+    {
+        Ok(StepSpec::gate(key))
+    }
 }
+impl<T: Serialize> GateNotDeserialize<T> for &&&Probe<External<T>> {}
 
-refused_step!(
-    /// A gate whose output cannot be read back.
-    GateNotDeserialize, DeserializeGateOutput, T, &&&Probe<External<T>>, External<T>, Serialize
-);
-refused_step!(
-    /// A gate whose output cannot be stored.
-    GateNotSerialize, SerializeGateOutput, T, &&Probe<External<T>>, External<T>, DeserializeOwned
-);
-refused_step!(
-    /// A gate whose output is not a serde type.
-    GateNotSerde, SerdeGateOutput, T, &Probe<External<T>>, External<T>
-);
-refused_step!(
-    /// A workflow used as a step.
-    StepIsWorkflow, NestedWorkflow, W, &Probe<W>, W, crate::Workflow
-);
-refused_step!(
-    /// A list of jobs used as a step.
-    StepIsList, StepList, J, &Probe<Vec<J>>, Vec<J>, Job
-);
-refused_step!(
-    /// An optional job used as a step.
-    StepIsOptional, OptionalStep, J, &Probe<Option<J>>, Option<J>, Job
-);
-refused_step!(
-    /// Anything else.
-    StepNotAJob, StepType, S, Probe<S>, S
-);
+/// A gate whose output cannot be stored.
+pub trait GateNotSerialize<T> {
+    /// Fails to compile.
+    fn step_spec(&self, _: &External<T>, key: &'static str) -> Result<StepSpec, Error>
+    where
+        T: SerializeGateOutput,
+    {
+        Ok(StepSpec::gate(key))
+    }
+}
+impl<T: DeserializeOwned> GateNotSerialize<T> for &&Probe<External<T>> {}
+
+/// A gate whose output is not a serde type.
+pub trait GateNotSerde<T> {
+    /// Fails to compile.
+    fn step_spec(&self, _: &External<T>, key: &'static str) -> Result<StepSpec, Error>
+    where
+        T: SerdeGateOutput,
+    {
+        Ok(StepSpec::gate(key))
+    }
+}
+impl<T> GateNotSerde<T> for &Probe<External<T>> {}
+
+/// A workflow used as a step.
+pub trait StepIsWorkflow<W> {
+    /// Fails to compile.
+    fn step_spec(&self, _: &W, key: &'static str) -> Result<StepSpec, Error>
+    where
+        W: NestedWorkflow,
+    {
+        Ok(StepSpec::gate(key))
+    }
+}
+impl<W: crate::Workflow> StepIsWorkflow<W> for &Probe<W> {}
+
+/// A list of jobs used as a step.
+pub trait StepIsList<J> {
+    /// Fails to compile.
+    fn step_spec(&self, _: &Vec<J>, key: &'static str) -> Result<StepSpec, Error>
+    where
+        J: StepList,
+    {
+        Ok(StepSpec::gate(key))
+    }
+}
+impl<J: Job> StepIsList<J> for &Probe<Vec<J>> {}
+
+/// An optional job used as a step.
+pub trait StepIsOptional<J> {
+    /// Fails to compile.
+    fn step_spec(&self, _: &Option<J>, key: &'static str) -> Result<StepSpec, Error>
+    where
+        J: OptionalStep,
+    {
+        Ok(StepSpec::gate(key))
+    }
+}
+impl<J: Job> StepIsOptional<J> for &Probe<Option<J>> {}
+
+/// Anything else: not a step.
+pub trait StepNotAJob<S> {
+    /// Fails to compile.
+    fn step_spec(&self, _: &S, key: &'static str) -> Result<StepSpec, Error>
+    where
+        S: StepType,
+    {
+        Ok(StepSpec::gate(key))
+    }
+}
+impl<S> StepNotAJob<S> for Probe<S> {}
 
 marker!(
     #[diagnostic::on_unimplemented(

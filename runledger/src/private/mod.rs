@@ -9,6 +9,8 @@ pub use crate::workflow::StepSpec;
 
 pub mod checks;
 
+pub use runledger_macros::RunledgerAttached;
+
 use crate::job::Job;
 
 /// The return type of a `#[job]` fn: a `Result` (or an alias of one, such as
