@@ -175,7 +175,7 @@ pub(crate) fn name(lit: &LitStr, what: &str, errors: &mut Errors) -> Option<Stri
     match runledger_names::check(&value) {
         Ok(()) => Some(value),
         Err(problem) => {
-            errors.spanned(lit, format!("the {what} name {problem}"));
+            errors.spanned(lit, format!("the {what} {problem}"));
             None
         }
     }

@@ -1,7 +1,7 @@
 //! `#[job]`: parse the attribute and the fn, check them, then generate the payload struct, the
 //! `Job` impl, the type checks and the registration.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type, TypeReference};
@@ -117,7 +117,7 @@ fn parse_args(tokens: TokenStream, errors: &mut Errors) -> JobArgs {
         match arg.key {
             Key::Name => {
                 parsed.name = args::lit_str(&arg.value, "name = \"emails.send\"", errors)
-                    .and_then(|lit| args::name(&lit, "job", errors));
+                    .and_then(|lit| args::name(&lit, "job name", errors));
             }
             Key::Payload => match &arg.value {
                 syn::Expr::Path(path) if path.path.get_ident().is_some() => {
@@ -211,7 +211,7 @@ fn parse_fn(function: &ItemFn, errors: &mut Errors) -> JobFn {
             });
         }
     }
-    model.returns = parse_return(&sig.output, errors);
+    model.returns = parse_return(sig, errors);
     model
 }
 
@@ -262,11 +262,12 @@ fn owned_suggestion(reference: &TypeReference) -> String {
 
 const RETURN_USAGE: &str = "a #[job] fn returns `Result<T, E>`, or an alias whose name ends in `Result` (`anyhow::Result<T>`), where `T` is the output and `E` the error";
 
-fn parse_return(output: &ReturnType, errors: &mut Errors) -> Option<Return> {
-    let ty = match output {
+fn parse_return(sig: &syn::Signature, errors: &mut Errors) -> Option<Return> {
+    let ty = match &sig.output {
         ReturnType::Type(_, ty) => &**ty,
         ReturnType::Default => {
-            errors.at(Span::call_site(), RETURN_USAGE);
+            // On the `)` after the arguments, where the return type belongs.
+            errors.at(sig.paren_token.span.close(), RETURN_USAGE);
             return None;
         }
     };

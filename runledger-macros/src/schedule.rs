@@ -113,7 +113,7 @@ fn parse_args(tokens: TokenStream, errors: &mut Errors) -> ScheduleArgs {
             }
             Key::Name => {
                 parsed.name = args::lit_str(&arg.value, "name = \"reports.refresh\"", errors)
-                    .and_then(|lit| args::name(&lit, "schedule", errors));
+                    .and_then(|lit| args::name(&lit, "schedule name", errors));
             }
             Key::Jitter => {
                 if let Some(n) = args::lit_str(&arg.value, "jitter = \"30s\"", errors)

@@ -66,7 +66,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         match arg.key {
             Key::Name => {
                 name = args::lit_str(&arg.value, "name = \"profiles.research\"", &mut errors)
-                    .and_then(|lit| args::name(&lit, "workflow", &mut errors));
+                    .and_then(|lit| args::name(&lit, "workflow name", &mut errors));
             }
         }
     }
@@ -177,7 +177,7 @@ fn parse_step_options(attr: &Attribute, step: &mut Step, errors: &mut Errors) {
         match arg.key {
             StepKey::Key => {
                 if let Some(value) = args::lit_str(&arg.value, "key = \"crawl\"", errors)
-                    .and_then(|lit| args::name(&lit, "step", errors))
+                    .and_then(|lit| args::name(&lit, "step key", errors))
                 {
                     step.key = value;
                 }

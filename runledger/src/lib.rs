@@ -84,9 +84,18 @@ pub use workflow::{Wait, Workflow, WorkflowHandle, WorkflowOptions};
 /// The arguments after an optional leading [`JobContext`] become the public fields of a
 /// generated payload struct (serde, `Debug`, `Clone`) named in PascalCase after the fn; the
 /// struct implements [`Job`] and is registered so that every [`Worker`] in the binary runs it.
-/// The fn returns `Result<T, E>`: `T` (any serde type) is the stored output, and `E` is
-/// [`JobError`] or any `std::error::Error` (converted into a retryable failure). The fn stays an
-/// ordinary async fn you can call in unit tests.
+/// The fn returns `Result<T, E>` (or an alias whose name ends in `Result`, such as
+/// `anyhow::Result<T>` or `std::io::Result<T>`): `T` (any serde type) is the stored output, and
+/// `E` is [`JobError`], or one of these, converted into a retryable failure carrying the error's
+/// text: any `std::error::Error + Send + Sync + 'static`, `Box<dyn std::error::Error + Send +
+/// Sync>`, `String`, `&'static str`, and `anyhow::Error` with this crate's `anyhow` feature. Any
+/// other error type fails to compile with "`E` cannot be a job error", on the return type.
+/// Arguments are owned serde types (`String`, not `&str`). The fn stays an ordinary async fn
+/// you can call in unit tests.
+///
+/// Names (`name = "..."` here, in `#[workflow]`, `#[step(key = ..)]` and `#[schedule]`) follow
+/// one rule, checked at compile time and by the engine: 1 to 255 ASCII letters, digits, `.`,
+/// `_`, `-`, `:` or `/`.
 ///
 /// | key | example | meaning |
 /// | --- | --- | --- |
@@ -132,7 +141,13 @@ pub use runledger_macros::job;
 /// | `#[step(max_attempts = ..)]` | `#[step(max_attempts = 2)]` | the step job's attempts |
 /// | `#[step(timeout = ..)]` | `#[step(timeout = "5m")]` | the step job's timeout |
 ///
-/// The attribute takes `name = "..."` (default: the struct name in snake case). It implements
+/// Each step field is a `#[job]` payload or an `External<T>` gate whose `T` is a serde type;
+/// a nested workflow, a `Vec` or an `Option` of jobs, and `#[step(priority | max_attempts |
+/// timeout)]` on a gate are compile errors that say what to write instead. Two workflows with
+/// the same name fail worker startup with `worker.duplicate_workflow`.
+///
+/// The attribute takes `name = "..."` (default: the struct name in snake case, acronyms kept
+/// whole: `HTTPCrawl` is `http_crawl`). It implements
 /// [`Workflow`] and adds one [`Step`] constant per field (`Research::CRAWL`) for typed reads in
 /// handlers ([`JobContext::output`]) and typed gate completion
 /// ([`WorkflowHandle::complete_gate`]).

@@ -480,7 +480,7 @@ pub trait StepOptionOnGate<T> {
     /// Fails to compile.
     fn check_step_option(&self)
     where
-        T: GateStepOption,
+        External<T>: GateStepOption,
     {
     }
 }
