@@ -72,7 +72,7 @@ struct JobFn {
 pub(crate) fn expand(
     args: TokenStream,
     schedules: Vec<TokenStream>,
-    function: ItemFn,
+    function: &ItemFn,
 ) -> TokenStream {
     let mut errors = Errors::default();
     let job_args = parse_args(args, &mut errors);
@@ -86,7 +86,7 @@ pub(crate) fn expand(
         out.extend(errors.into_compile_errors());
         return out;
     }
-    let model = parse_fn(&function, &mut errors);
+    let model = parse_fn(function, &mut errors);
     let payload = job_args
         .payload
         .clone()
@@ -95,17 +95,17 @@ pub(crate) fn expand(
     for schedule_args in schedules {
         registrations.push(schedule::expand_stacked(
             schedule_args,
-            &function,
+            function,
             &payload,
             &mut errors,
         ));
     }
     let mut attached = field_helpers(&payload, &model);
     if errors.is_empty() {
-        attached.extend(job_impl(&function, &job_args, &payload, &model));
+        attached.extend(job_impl(function, &job_args, &payload, &model));
         attached.extend(registrations);
     }
-    out.extend(payload_struct(&function, &payload, &model, &attached));
+    out.extend(payload_struct(function, &payload, &model, &attached));
     out.extend(errors.into_compile_errors());
     out
 }

@@ -37,7 +37,7 @@ struct ScheduleArgs {
 }
 
 /// Expands the `#[schedule]`s of a plain fn that returns the payload to enqueue.
-pub(crate) fn expand(schedules: Vec<TokenStream>, function: ItemFn) -> TokenStream {
+pub(crate) fn expand(schedules: Vec<TokenStream>, function: &ItemFn) -> TokenStream {
     let mut errors = Errors::default();
     let parsed: Vec<ScheduleArgs> = schedules
         .into_iter()

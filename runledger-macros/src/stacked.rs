@@ -48,8 +48,8 @@ pub(crate) fn expand(first: Attribute, item: TokenStream) -> TokenStream {
         }
     });
     let mut out = match jobs.pop() {
-        Some(args) => job::expand(args, schedules, function),
-        None => schedule::expand(schedules, function),
+        Some(args) => job::expand(args, schedules, &function),
+        None => schedule::expand(schedules, &function),
     };
     out.extend(errors.into_compile_errors());
     quote!(#out)
