@@ -57,7 +57,11 @@ mod tests {
     use super::*;
 
     fn pascal(name: &str) -> String {
-        pascal_case(&Ident::new(name, Span::call_site())).to_string()
+        let ident = match name.strip_prefix("r#") {
+            Some(raw) => Ident::new_raw(raw, Span::call_site()),
+            None => Ident::new(name, Span::call_site()),
+        };
+        pascal_case(&ident).to_string()
     }
 
     #[test]

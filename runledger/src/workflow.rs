@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use sqlx::{Acquire, PgConnection, PgPool, Postgres};
+use sqlx::{Acquire, PgPool, Postgres};
 use uuid::Uuid;
 
 use crate::engine::core::jobs::{
@@ -446,12 +446,46 @@ impl<W: Workflow> WorkflowHandle<W> {
         Ok(run)
     }
 
-    /// Checks, on a handle made with `from_id`, that the run is a `W` before a write.
-    async fn check_type(&self, connection: &mut PgConnection) -> Result<(), Error> {
+    /// A connection for a write, after checking (on a handle made with `from_id`) that the
+    /// run is a `W`.
+    async fn checked_connection<'c, A>(&self, executor: A) -> Result<A::Connection, Error>
+    where
+        A: Acquire<'c, Database = Postgres>,
+    {
+        let mut connection = executor
+            .acquire()
+            .await
+            .map_err(crate::engine::postgres::Error::from)?;
         if !self.type_checked {
-            self.run(connection).await?;
+            self.run(&mut *connection).await?;
         }
-        Ok(())
+        Ok(connection)
+    }
+
+    /// Completes or fails gate `key` (see `complete_external_workflow_step`).
+    async fn finish_gate<'c, A>(
+        &self,
+        executor: A,
+        key: &'static str,
+        status: WorkflowStepStatus,
+        error: Option<(&str, &str)>,
+        output: Option<&Value>,
+    ) -> Result<ExternalStepCompletion, Error>
+    where
+        A: Acquire<'c, Database = Postgres>,
+    {
+        let mut connection = self.checked_connection(executor).await?;
+        let input = CompleteExternalWorkflowStepInput {
+            workflow_run_id: self.id,
+            organization_id: self.organization_id,
+            step_key: StepKey::new(key),
+            terminal_status: status,
+            status_reason: None,
+            last_error_code: error.map(|(code, _)| code),
+            last_error_message: error.map(|(_, message)| message),
+            output,
+        };
+        Ok(complete_external_workflow_step(&mut *connection, &input).await?)
     }
 
     /// Completes gate `step` successfully with `output`, releasing its dependents. The gate
@@ -470,24 +504,16 @@ impl<W: Workflow> WorkflowHandle<W> {
         S::Output: Serialize,
         A: Acquire<'c, Database = Postgres>,
     {
-        let mut connection = executor
-            .acquire()
-            .await
-            .map_err(crate::engine::postgres::Error::from)?;
-        self.check_type(&mut connection).await?;
         let output =
             serde_json::to_value(output).map_err(|e| Error::serialize("gate output", &e))?;
-        let input = CompleteExternalWorkflowStepInput {
-            workflow_run_id: self.id,
-            organization_id: self.organization_id,
-            step_key: StepKey::new(step.key()),
-            terminal_status: WorkflowStepStatus::Succeeded,
-            status_reason: None,
-            last_error_code: None,
-            last_error_message: None,
-            output: Some(&output),
-        };
-        Ok(complete_external_workflow_step(&mut *connection, &input).await?)
+        self.finish_gate(
+            executor,
+            step.key(),
+            WorkflowStepStatus::Succeeded,
+            None,
+            Some(&output),
+        )
+        .await
     }
 
     /// Fails gate `step` with a stable `code` and a message; `#[after]` dependents are
@@ -504,22 +530,14 @@ impl<W: Workflow> WorkflowHandle<W> {
         S::Kind: Gate,
         A: Acquire<'c, Database = Postgres>,
     {
-        let mut connection = executor
-            .acquire()
-            .await
-            .map_err(crate::engine::postgres::Error::from)?;
-        self.check_type(&mut connection).await?;
-        let input = CompleteExternalWorkflowStepInput {
-            workflow_run_id: self.id,
-            organization_id: self.organization_id,
-            step_key: StepKey::new(step.key()),
-            terminal_status: WorkflowStepStatus::Failed,
-            status_reason: None,
-            last_error_code: Some(code),
-            last_error_message: Some(message),
-            output: None,
-        };
-        Ok(complete_external_workflow_step(&mut *connection, &input).await?)
+        self.finish_gate(
+            executor,
+            step.key(),
+            WorkflowStepStatus::Failed,
+            Some((code, message)),
+            None,
+        )
+        .await
     }
 
     /// Cancels the run: pending, running and waiting steps end `CANCELED`.
@@ -527,11 +545,7 @@ impl<W: Workflow> WorkflowHandle<W> {
     where
         A: Acquire<'c, Database = Postgres>,
     {
-        let mut connection = executor
-            .acquire()
-            .await
-            .map_err(crate::engine::postgres::Error::from)?;
-        self.check_type(&mut connection).await?;
+        let mut connection = self.checked_connection(executor).await?;
         Ok(cancel_workflow_run(&mut *connection, self.id, self.scope()).await?)
     }
 }
