@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 
 log "packaging the crates"
-crates=(runledger-cron runledger-engine runledger-macros runledger runledger-tui)
+crates=(runledger-names runledger-cron runledger-engine runledger-macros runledger runledger-tui)
 package_args=()
 for crate in "${crates[@]}"; do package_args+=(-p "$crate"); done
 rm -f target/package/*.crate
@@ -55,7 +55,7 @@ cp Cargo.lock "$work/host/Cargo.lock"
     echo "[workspace]"
     echo
     echo "[patch.crates-io]"
-    for crate in runledger-cron runledger-engine runledger-macros runledger; do
+    for crate in runledger-names runledger-cron runledger-engine runledger-macros runledger; do
         dir=$(ls -d "$work/crates/$crate"-[0-9]*)
         echo "$crate = { path = \"$dir\" }"
     done

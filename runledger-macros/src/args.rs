@@ -1,55 +1,30 @@
-//! Attribute arguments shared by the three macros: `key = value` lists, literals, durations,
-//! and an error collector.
+//! `key = value` attribute arguments and the literals they take: strings, booleans, integers,
+//! durations and names.
 
-use proc_macro2::{Span, TokenStream};
-use quote::ToTokens;
+use proc_macro2::TokenStream;
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::{Expr, ExprLit, ExprUnary, Ident, Lit, LitBool, LitStr, Meta, Token, UnOp};
 
-/// Collects every problem before failing, then reports them together.
-#[derive(Default)]
-pub(crate) struct Errors(Option<syn::Error>);
+use crate::errors::Errors;
 
-impl Errors {
-    pub(crate) fn push(&mut self, error: syn::Error) {
-        match &mut self.0 {
-            Some(all) => all.combine(error),
-            None => self.0 = Some(error),
-        }
-    }
-
-    pub(crate) fn spanned(&mut self, tokens: impl ToTokens, message: impl std::fmt::Display) {
-        self.push(syn::Error::new_spanned(tokens, message));
-    }
-
-    pub(crate) fn at(&mut self, span: Span, message: impl std::fmt::Display) {
-        self.push(syn::Error::new(span, message));
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_none()
-    }
-
-    pub(crate) fn into_compile_errors(self) -> TokenStream {
-        self.0.map(|e| e.to_compile_error()).unwrap_or_default()
-    }
-}
-
-/// One `key = value` argument.
-pub(crate) struct Arg {
-    pub(crate) key: Ident,
+/// One `key = value` argument whose key is one of the macro's keys, `K`.
+pub(crate) struct Arg<K> {
+    pub(crate) key: K,
+    /// The key as written, for spans and messages.
+    pub(crate) ident: Ident,
     pub(crate) value: Expr,
 }
 
-/// Parses `key = value, ...`, reporting unknown keys (with the valid ones), duplicate keys
-/// (on the second) and anything that is not `key = value`.
-pub(crate) fn parse_args(
+/// Parses `key = value, ...` against the macro's `keys` (each spelled once, with the enum
+/// variant it stands for), reporting unknown keys (listing the valid ones), duplicate keys (on
+/// the second) and anything that is not `key = value`.
+pub(crate) fn parse<K: Copy>(
     tokens: TokenStream,
     usage: &str,
-    valid: &[&str],
+    keys: &[(&str, K)],
     errors: &mut Errors,
-) -> Vec<Arg> {
+) -> Vec<Arg<K>> {
     let metas = match Punctuated::<Meta, Token![,]>::parse_terminated.parse2(tokens) {
         Ok(metas) => metas,
         Err(err) => {
@@ -57,29 +32,34 @@ pub(crate) fn parse_args(
             return Vec::new();
         }
     };
-    let mut args: Vec<Arg> = Vec::new();
+    let mut args: Vec<Arg<K>> = Vec::new();
     for meta in metas {
         let Meta::NameValue(pair) = meta else {
             errors.spanned(&meta, format!("expected `key = value`, as in {usage}"));
             continue;
         };
-        let Some(key) = pair.path.get_ident().cloned() else {
+        let Some(ident) = pair.path.get_ident().cloned() else {
             errors.spanned(&pair.path, format!("expected a key, as in {usage}"));
             continue;
         };
-        if !valid.contains(&key.to_string().as_str()) {
+        let Some(&(_, key)) = keys.iter().find(|(name, _)| ident == name) else {
+            let valid: Vec<&str> = keys.iter().map(|(name, _)| *name).collect();
             errors.spanned(
-                &key,
-                format!("unknown key `{key}`; expected one of: {}", valid.join(", ")),
+                &ident,
+                format!(
+                    "unknown key `{ident}`; expected one of: {}",
+                    valid.join(", ")
+                ),
             );
             continue;
-        }
-        if args.iter().any(|arg| arg.key == key) {
-            errors.spanned(&key, format!("duplicate key `{key}`"));
+        };
+        if args.iter().any(|arg| arg.ident == ident) {
+            errors.spanned(&ident, format!("duplicate key `{ident}`"));
             continue;
         }
         args.push(Arg {
             key,
+            ident,
             value: pair.value,
         });
     }
@@ -114,7 +94,7 @@ pub(crate) fn lit_bool(value: &Expr, key: &Ident, errors: &mut Errors) -> Option
     }
 }
 
-/// An integer literal (optionally negated) within `min..`.
+/// An integer literal (optionally negated) of at least `min`.
 pub(crate) fn lit_int(value: &Expr, key: &Ident, min: i32, errors: &mut Errors) -> Option<i32> {
     let (negative, lit) = match value {
         Expr::Lit(ExprLit {
@@ -188,97 +168,15 @@ pub(crate) fn duration_seconds(lit: &LitStr, min: i32, errors: &mut Errors) -> O
     }
 }
 
-/// A non-blank name of at most 255 characters.
+/// A name that follows the engine's naming rule (`runledger_names`), checked here so that a
+/// name the macro accepts is never refused at run time.
 pub(crate) fn name(lit: &LitStr, what: &str, errors: &mut Errors) -> Option<String> {
     let value = lit.value();
-    if value.trim().is_empty() {
-        errors.spanned(lit, format!("the {what} name must not be blank"));
-        None
-    } else if value.chars().count() > 255 {
-        errors.spanned(
-            lit,
-            format!("the {what} name must be at most 255 characters"),
-        );
-        None
-    } else {
-        Some(value)
-    }
-}
-
-/// `send_email` → `SendEmail`.
-pub(crate) fn pascal_case(ident: &Ident) -> Ident {
-    let raw = ident.to_string();
-    let raw = raw.trim_start_matches("r#");
-    let mut out = String::new();
-    for part in raw.split('_').filter(|p| !p.is_empty()) {
-        let mut chars = part.chars();
-        if let Some(first) = chars.next() {
-            out.extend(first.to_uppercase());
-            out.push_str(chars.as_str());
+    match runledger_names::check(&value) {
+        Ok(()) => Some(value),
+        Err(problem) => {
+            errors.spanned(lit, format!("the {what} {problem}"));
+            None
         }
     }
-    if out.is_empty() {
-        out.push_str("Payload");
-    }
-    Ident::new(&out, ident.span())
-}
-
-/// `ResearchProfile` → `research_profile`.
-pub(crate) fn snake_case(ident: &Ident) -> String {
-    let mut out = String::new();
-    for (i, c) in ident
-        .to_string()
-        .trim_start_matches("r#")
-        .chars()
-        .enumerate()
-    {
-        if c.is_uppercase() {
-            if i > 0 {
-                out.push('_');
-            }
-            out.extend(c.to_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// The last path segment's name of a type, if it is a path.
-pub(crate) fn last_segment(ty: &syn::Type) -> Option<&syn::PathSegment> {
-    match ty {
-        syn::Type::Path(path) if path.qself.is_none() => path.path.segments.last(),
-        _ => None,
-    }
-}
-
-/// Whether an attribute is `#[name]` or `#[runledger::name]`.
-pub(crate) fn is_attr(attr: &syn::Attribute, name: &str) -> bool {
-    let path = attr.path();
-    path.is_ident(name)
-        || (path.segments.len() == 2
-            && path.segments[0].ident == "runledger"
-            && path.segments[1].ident == name)
-}
-
-/// The tokens inside `#[name(...)]` (empty for `#[name]`).
-pub(crate) fn attr_tokens(attr: &syn::Attribute) -> TokenStream {
-    match &attr.meta {
-        Meta::List(list) => list.tokens.clone(),
-        _ => TokenStream::new(),
-    }
-}
-
-/// Parses the annotated item; when it is not the expected kind, returns it unchanged with the
-/// error, so that one mistake does not cascade.
-pub(crate) fn parse_item<T: syn::parse::Parse>(
-    item: TokenStream,
-    message: &str,
-) -> Result<T, TokenStream> {
-    syn::parse2(item.clone()).map_err(|_| {
-        let error = syn::Error::new_spanned(&item, message).to_compile_error();
-        let mut out = item;
-        out.extend(error);
-        out
-    })
 }

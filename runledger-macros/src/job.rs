@@ -1,30 +1,47 @@
-//! `#[job]`: parse the fn and its arguments, validate, then generate the payload struct, the
-//! `Job` impl and the registration.
+//! `#[job]`: parse the attribute and the fn, check them, then generate the payload struct, the
+//! `Job` impl, the type checks and the registration.
 
 use proc_macro2::TokenStream;
-use quote::{quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType, Type};
+use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type, TypeReference};
 
-use crate::args::{self, Errors};
+use crate::args;
+use crate::case;
+use crate::errors::Errors;
 use crate::schedule;
+use crate::syntax;
 
-const USAGE: &str = "#[job(name = \"emails.send\", max_attempts = 5, timeout = \"30s\")]";
-const KEYS: &[&str] = &[
-    "name",
-    "payload",
-    "max_attempts",
-    "timeout",
-    "priority",
-    "version",
-    "enabled",
+pub(crate) const USAGE: &str =
+    "#[job(name = \"emails.send\", max_attempts = 5, timeout = \"30s\")]";
+
+#[derive(Clone, Copy)]
+enum Key {
+    Name,
+    Payload,
+    MaxAttempts,
+    Timeout,
+    Priority,
+    Version,
+    Enabled,
+}
+
+const KEYS: &[(&str, Key)] = &[
+    ("name", Key::Name),
+    ("payload", Key::Payload),
+    ("max_attempts", Key::MaxAttempts),
+    ("timeout", Key::Timeout),
+    ("priority", Key::Priority),
+    ("version", Key::Version),
+    ("enabled", Key::Enabled),
 ];
 
 /// What the attribute says.
 #[derive(Default)]
-pub(crate) struct JobArgs {
-    pub(crate) name: Option<String>,
-    pub(crate) payload: Option<Ident>,
+struct JobArgs {
+    name: Option<String>,
+    payload: Option<Ident>,
+    /// `JobDefaults` builder calls.
     defaults: Vec<TokenStream>,
 }
 
@@ -34,86 +51,100 @@ struct Field {
     ty: Type,
 }
 
-/// The parsed fn.
-struct JobFn {
-    has_receiver: bool,
-    takes_context: bool,
-    fields: Vec<Field>,
+/// What the fn returns.
+struct Return {
+    /// The whole return type.
+    ty: Type,
+    /// `T` of a literal `Result<T, E>` (an alias is read through `JobReturn`).
     output: Option<Type>,
+    /// `E` of a literal `Result<T, E>`.
     error: Option<Type>,
 }
 
-pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
-    let mut function: ItemFn = match args::parse_item(
-        item,
-        &format!("#[job] goes on an `async fn`, as in {USAGE}"),
-    ) {
-        Ok(parsed) => parsed,
-        Err(unchanged) => return unchanged,
-    };
+/// The parsed fn.
+struct JobFn {
+    takes_context: bool,
+    fields: Vec<Field>,
+    returns: Option<Return>,
+}
+
+/// Expands `#[job(args)]` on `function`, with the `#[schedule]`s stacked on it.
+pub(crate) fn expand(
+    args: TokenStream,
+    schedules: Vec<TokenStream>,
+    function: &ItemFn,
+) -> TokenStream {
     let mut errors = Errors::default();
-    let job_args = parse_job_args(args, &mut errors);
-    // A #[schedule] stacked below #[job] is expanded here, so the order does not matter.
-    let schedules = schedule::take_stacked(&mut function.attrs);
-    let model = parse_fn(&function, &mut errors);
-    let payload = payload_ident(&job_args, &function.sig.ident);
+    let job_args = parse_args(args, &mut errors);
     let mut out = quote!(#function);
-    if model.has_receiver {
-        // A method: generating a payload struct inside an `impl` block cannot work.
+    if let Some(receiver) = function.sig.receiver() {
+        // A method: no payload struct can be generated inside an `impl` block.
+        errors.spanned(
+            receiver,
+            "a #[job] fn cannot take `self`: jobs are free functions of their arguments; move it out of the `impl` block",
+        );
         out.extend(errors.into_compile_errors());
         return out;
     }
-    out.extend(payload_struct(&function, &payload, &model));
-    if errors.is_empty() {
-        out.extend(job_impl(&function, &job_args, &payload, &model));
-    }
+    let model = parse_fn(function, &mut errors);
+    let payload = job_args
+        .payload
+        .clone()
+        .unwrap_or_else(|| case::pascal_case(&function.sig.ident));
+    let mut registrations = Vec::new();
     for schedule_args in schedules {
-        out.extend(schedule::expand_stacked(
+        registrations.push(schedule::expand_stacked(
             schedule_args,
-            &function,
+            function,
             &payload,
             &mut errors,
         ));
     }
+    let mut attached = field_helpers(&payload, &model);
+    if errors.is_empty() {
+        attached.extend(job_impl(function, &job_args, &payload, &model));
+        attached.extend(registrations);
+    }
+    out.extend(payload_struct(function, &payload, &model, &attached));
     out.extend(errors.into_compile_errors());
     out
 }
 
-pub(crate) fn parse_job_args(tokens: TokenStream, errors: &mut Errors) -> JobArgs {
+fn parse_args(tokens: TokenStream, errors: &mut Errors) -> JobArgs {
     let mut parsed = JobArgs::default();
-    for arg in args::parse_args(tokens, USAGE, KEYS, errors) {
-        let key = &arg.key;
-        match key.to_string().as_str() {
-            "name" => {
+    for arg in args::parse(tokens, USAGE, KEYS, errors) {
+        let ident = &arg.ident;
+        match arg.key {
+            Key::Name => {
                 parsed.name = args::lit_str(&arg.value, "name = \"emails.send\"", errors)
-                    .and_then(|lit| args::name(&lit, "job", errors));
+                    .and_then(|lit| args::name(&lit, "job name", errors));
             }
-            "payload" => match &arg.value {
+            Key::Payload => match &arg.value {
                 syn::Expr::Path(path) if path.path.get_ident().is_some() => {
                     parsed.payload = path.path.get_ident().cloned();
                 }
                 other => errors.spanned(other, "expected a type name, as in payload = SendMail"),
             },
-            "max_attempts" | "version" => {
-                if let Some(n) = args::lit_int(&arg.value, key, 1, errors) {
-                    parsed.defaults.push(quote!(.#key(#n)));
+            Key::MaxAttempts | Key::Version => {
+                if let Some(n) = args::lit_int(&arg.value, ident, 1, errors) {
+                    parsed.defaults.push(quote!(.#ident(#n)));
                 }
             }
-            "priority" => {
-                if let Some(n) = args::lit_int(&arg.value, key, i32::MIN, errors) {
+            Key::Priority => {
+                if let Some(n) = args::lit_int(&arg.value, ident, i32::MIN, errors) {
                     parsed.defaults.push(quote!(.priority(#n)));
                 }
             }
-            "timeout" => {
+            Key::Timeout => {
                 if let Some(n) = args::lit_str(&arg.value, "timeout = \"30s\"", errors)
                     .and_then(|lit| args::duration_seconds(&lit, 1, errors))
                 {
                     parsed.defaults.push(quote!(.timeout_seconds(#n)));
                 }
             }
-            _ => {
-                if let Some(b) = args::lit_bool(&arg.value, key, errors) {
-                    parsed.defaults.push(quote!(.enabled(#b)));
+            Key::Enabled => {
+                if let Some(enabled) = args::lit_bool(&arg.value, ident, errors) {
+                    parsed.defaults.push(quote!(.enabled(#enabled)));
                 }
             }
         }
@@ -121,16 +152,12 @@ pub(crate) fn parse_job_args(tokens: TokenStream, errors: &mut Errors) -> JobArg
     parsed
 }
 
-pub(crate) fn payload_ident(job_args: &JobArgs, fn_name: &Ident) -> Ident {
-    job_args
-        .payload
-        .clone()
-        .unwrap_or_else(|| args::pascal_case(fn_name))
-}
-
-/// Whether an argument is the leading `JobContext`.
+/// Whether an argument's type is the handler's context (by value or, mistakenly, borrowed).
 pub(crate) fn is_context(ty: &Type) -> bool {
-    args::last_segment(ty).is_some_and(|segment| segment.ident == "JobContext")
+    match ty {
+        Type::Reference(reference) => is_context(&reference.elem),
+        ty => syntax::is_named(ty, "JobContext"),
+    }
 }
 
 fn parse_fn(function: &ItemFn, errors: &mut Errors) -> JobFn {
@@ -145,153 +172,279 @@ fn parse_fn(function: &ItemFn, errors: &mut Errors) -> JobFn {
         );
     }
     let mut model = JobFn {
-        has_receiver: false,
         takes_context: false,
         fields: Vec::new(),
-        output: None,
-        error: None,
+        returns: None,
     };
     for (index, input) in sig.inputs.iter().enumerate() {
-        match input {
-            FnArg::Receiver(receiver) => {
-                model.has_receiver = true;
+        let FnArg::Typed(typed) = input else { continue };
+        if is_context(&typed.ty) {
+            if let Type::Reference(reference) = &*typed.ty {
                 errors.spanned(
-                    receiver,
-                    "a #[job] fn cannot take `self`: jobs are free functions of their arguments",
+                    reference,
+                    "take the context by value, as in `ctx: JobContext`: each attempt owns its context",
                 );
+            } else if index > 0 {
+                errors.spanned(&typed.ty, "`JobContext` must be the first argument");
             }
-            FnArg::Typed(typed) if is_context(&typed.ty) => {
-                if index == 0 {
-                    model.takes_context = true;
-                } else {
-                    errors.spanned(&typed.ty, "`JobContext` must be the first argument");
-                }
-            }
-            FnArg::Typed(typed) => match &*typed.pat {
-                Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
-                    model.fields.push(Field {
-                        ident: pat.ident.clone(),
-                        ty: (*typed.ty).clone(),
-                    });
-                }
-                other => errors.spanned(
-                    other,
-                    "expected `name: Type`: each argument becomes a named payload field",
-                ),
-            },
+            model.takes_context = index == 0;
+            continue;
+        }
+        let Pat::Ident(pat) = &*typed.pat else {
+            errors.spanned(
+                &typed.pat,
+                "expected `name: Type`: each argument becomes a named payload field",
+            );
+            continue;
+        };
+        if pat.by_ref.is_some() || pat.subpat.is_some() {
+            errors.spanned(
+                &typed.pat,
+                "expected `name: Type`: each argument becomes a named payload field",
+            );
+            continue;
+        }
+        if check_owned(&typed.ty, errors) {
+            model.fields.push(Field {
+                ident: pat.ident.clone(),
+                ty: (*typed.ty).clone(),
+            });
         }
     }
-    match &sig.output {
-        ReturnType::Type(_, ty) => match result_types(ty) {
-            Some((output, error)) => {
-                model.output = Some(output);
-                model.error = error;
-            }
-            None => errors.spanned(
-                ty,
-                "a #[job] fn returns `Result<T, E>` where `T` is the output and `E: Into<JobError>`",
-            ),
-        },
-        ReturnType::Default => errors.spanned(
-            sig,
-            "a #[job] fn returns `Result<T, E>` where `T` is the output and `E: Into<JobError>`",
-        ),
-    }
+    model.returns = parse_return(sig, errors);
     model
 }
 
-/// `Result<T, E>` → (T, Some(E)); `Result<T>` (an alias) → (T, None).
-fn result_types(ty: &Type) -> Option<(Type, Option<Type>)> {
-    let segment = args::last_segment(ty).filter(|s| s.ident == "Result")?;
-    let PathArguments::AngleBracketed(generic) = &segment.arguments else {
-        return None;
-    };
-    let mut types = generic.args.iter().filter_map(|arg| match arg {
-        GenericArgument::Type(ty) => Some(ty.clone()),
-        _ => None,
-    });
-    let output = types.next()?;
-    Some((output, types.next()))
+/// Refuses borrowed argument types (a payload is stored and outlives the call); says which
+/// owned type to use.
+fn check_owned(ty: &Type, errors: &mut Errors) -> bool {
+    if let Type::Reference(reference) = ty {
+        errors.spanned(
+            reference,
+            format!(
+                "a job argument cannot borrow: it is stored as JSON and read back by a worker later; use an owned type such as `{}`",
+                owned_suggestion(reference)
+            ),
+        );
+        return false;
+    }
+    if let Type::ImplTrait(_) = ty {
+        errors.spanned(
+            ty,
+            "a #[job] fn cannot be generic: its arguments become a concrete payload struct",
+        );
+        return false;
+    }
+    if let Some(lifetime) = syntax::borrowed_lifetime(ty) {
+        errors.spanned(
+            lifetime,
+            "a job argument cannot borrow: it is stored as JSON and read back by a worker later; use an owned type (`String`, `Vec<T>`, ...) or `'static` data",
+        );
+        return false;
+    }
+    true
 }
 
-fn payload_struct(function: &ItemFn, payload: &Ident, model: &JobFn) -> TokenStream {
+/// The owned counterpart of a borrowed type: `&str` → `String`, `&[T]` → `Vec<T>`,
+/// `&Path` → `PathBuf`, `&T` → `T`.
+fn owned_suggestion(reference: &TypeReference) -> String {
+    match &*reference.elem {
+        Type::Slice(slice) => {
+            let elem = &slice.elem;
+            format!("Vec<{}>", quote!(#elem)).replace(' ', "")
+        }
+        elem if syntax::is_named(elem, "str") => "String".to_owned(),
+        elem if syntax::is_named(elem, "Path") => "PathBuf".to_owned(),
+        elem if syntax::is_named(elem, "OsStr") => "OsString".to_owned(),
+        elem => quote!(#elem).to_string().replace(' ', ""),
+    }
+}
+
+const RETURN_USAGE: &str = "a #[job] fn returns `Result<T, E>`, or an alias whose name ends in `Result` (`anyhow::Result<T>`), where `T` is the output and `E` the error";
+
+fn parse_return(sig: &syn::Signature, errors: &mut Errors) -> Option<Return> {
+    let ty = match &sig.output {
+        ReturnType::Type(_, ty) => &**ty,
+        ReturnType::Default => {
+            // On the `)` after the arguments, where the return type belongs.
+            errors.at(sig.paren_token.span.close(), RETURN_USAGE);
+            return None;
+        }
+    };
+    // `Result<T, E>` or an alias (`io::Result<T>`, `anyhow::Result<T>`, `JobResult`): the
+    // last segment names a result. Anything else is refused here, once, rather than through
+    // every generated use of the type.
+    let names_result = syntax::last_segment(ty)
+        .is_some_and(|segment| segment.ident.to_string().ends_with("Result"));
+    if !names_result {
+        errors.spanned(ty, RETURN_USAGE);
+        return None;
+    }
+    let arguments = syntax::type_arguments(ty);
+    let literal = syntax::is_named(ty, "Result") && arguments.len() == 2;
+    Some(Return {
+        ty: ty.clone(),
+        output: literal.then(|| arguments[0].clone()),
+        error: literal.then(|| arguments[1].clone()),
+    })
+}
+
+/// The payload struct, carrying the `attached` items (see `attached`).
+fn payload_struct(
+    function: &ItemFn,
+    payload: &Ident,
+    model: &JobFn,
+    attached: &TokenStream,
+) -> TokenStream {
     let vis = &function.vis;
     let fn_name = &function.sig.ident;
     let doc = format!("Payload of the job [`{fn_name}`]: its arguments, stored as JSON.");
     let fields = model
         .fields
         .iter()
-        .map(|Field { ident, ty }| quote!(pub #ident: #ty));
+        .enumerate()
+        .map(|(index, Field { ident, ty })| {
+            let serialize_path = format!("{payload}::__runledger_serialize_{index}");
+            let deserialize_path = format!("{payload}::__runledger_deserialize_{index}");
+            // Without `deserialize_with`, serde lets an `Option` field be missing; keep that.
+            let default = syntax::is_named(ty, "Option").then(|| quote!(#[serde(default)]));
+            quote! {
+                #[serde(serialize_with = #serialize_path, deserialize_with = #deserialize_path)]
+                #default
+                pub #ident: #ty
+            }
+        });
     quote! {
         #[doc = #doc]
-        #[derive(::core::fmt::Debug, ::core::clone::Clone, ::runledger::__private::serde::Serialize, ::runledger::__private::serde::Deserialize)]
+        #[derive(
+            ::core::fmt::Debug,
+            ::core::clone::Clone,
+            ::runledger::__private::serde::Serialize,
+            ::runledger::__private::serde::Deserialize,
+            ::runledger::__private::RunledgerAttached,
+        )]
         #[serde(crate = "::runledger::__private::serde")]
+        #[runledger_attached(#attached)]
         #vis struct #payload {
             #(#fields,)*
         }
     }
 }
 
+/// Serializes each field through a probe rather than serde's own bounds, so that an argument
+/// that is not a serde type gets one error (the argument check), not one per use.
+fn field_helpers(payload: &Ident, model: &JobFn) -> TokenStream {
+    let mut helpers = Vec::new();
+    for (index, Field { ty, .. }) in model.fields.iter().enumerate() {
+        let serialize = format_ident!("__runledger_serialize_{index}");
+        let deserialize = format_ident!("__runledger_deserialize_{index}");
+        helpers.push(quote! {
+            fn #serialize<S: ::runledger::__private::serde::Serializer>(
+                value: &#ty,
+                serializer: S,
+            ) -> ::core::result::Result<S::Ok, S::Error> {
+                use ::runledger::__private::checks::{FieldNotSerialize as _, FieldSerialize as _};
+                (&&::runledger::__private::checks::Probe::<#ty>::new()).serialize_field(value, serializer)
+            }
+
+            fn #deserialize<'de, D: ::runledger::__private::serde::Deserializer<'de>>(
+                deserializer: D,
+            ) -> ::core::result::Result<#ty, D::Error> {
+                use ::runledger::__private::checks::{FieldDeserialize as _, FieldNotDeserialize as _};
+                (&&::runledger::__private::checks::Probe::<#ty>::new()).deserialize_field(deserializer)
+            }
+        });
+    }
+    quote! {
+        #[automatically_derived]
+        impl #payload {
+            #(#helpers)*
+        }
+    }
+}
+
 fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobFn) -> TokenStream {
+    let Some(returns) = &model.returns else {
+        return TokenStream::new();
+    };
     let fn_name = &function.sig.ident;
     let name = job_args
         .name
         .clone()
         .unwrap_or_else(|| fn_name.to_string().trim_start_matches("r#").to_owned());
     let defaults = &job_args.defaults;
-    let Some(output) = &model.output else {
-        return TokenStream::new();
+    let return_ty = &returns.ty;
+    let output = match &returns.output {
+        Some(output) => quote!(#output),
+        None => {
+            quote_spanned!(return_ty.span()=> <#return_ty as ::runledger::__private::JobReturn>::Ok)
+        }
     };
+    let output_span = returns
+        .output
+        .as_ref()
+        .map_or(return_ty.span(), Spanned::span);
+    let error_span = returns
+        .error
+        .as_ref()
+        .map_or(return_ty.span(), Spanned::span);
     let field_names: Vec<&Ident> = model.fields.iter().map(|f| &f.ident).collect();
     let context = model.takes_context.then(|| quote!(ctx,));
     let unused = (!model.takes_context).then(|| quote!(let _ = ctx;));
-    let mut checks: Vec<TokenStream> = model
-        .fields
-        .iter()
-        .map(|Field { ty, .. }| {
-            quote_spanned!(ty.span()=> ::runledger::__private::assert_job_argument::<#ty>();)
-        })
-        .collect();
-    checks.push(
-        quote_spanned!(output.span()=> ::runledger::__private::assert_job_output::<#output>();),
+    let argument_checks = model.fields.iter().map(
+        |Field { ty, .. }| quote_spanned!(ty.span()=> (&&&&Probe::<#ty>::new()).check_argument();),
     );
-    if let Some(error) = &model.error {
-        checks.push(
-            quote_spanned!(error.span()=> ::runledger::__private::assert_job_error::<#error>();),
-        );
-    }
+    let output_check = quote_spanned!(output_span=> (&&&&Probe::<#output>::new()).check_output(););
+    let into_result =
+        quote_spanned!(return_ty.span()=> ::runledger::__private::JobReturn::into_result(returned));
+    let convert = quote_spanned!(error_span=> (&&&&::runledger::__private::checks::Probe::of(&error)).job_error(error));
     quote! {
         const _: () = {
-            #(#checks)*
-        };
+            #[automatically_derived]
+            impl ::runledger::Job for #payload {
+                const NAME: &'static str = #name;
+                const DEFAULTS: ::runledger::JobDefaults = ::runledger::JobDefaults::new() #(#defaults)*;
+                type Output = #output;
 
-        #[automatically_derived]
-        impl ::runledger::Job for #payload {
-            const NAME: &'static str = #name;
-            const DEFAULTS: ::runledger::JobDefaults = ::runledger::JobDefaults::new() #(#defaults)*;
-            type Output = #output;
-
-            fn run(
-                self,
-                ctx: ::runledger::JobContext,
-            ) -> impl ::core::future::Future<
-                Output = ::core::result::Result<Self::Output, ::runledger::JobError>,
-            > + ::core::marker::Send {
-                #unused
-                async move {
-                    #fn_name(#context #(self.#field_names),*)
-                        .await
-                        .map_err(::runledger::__private::into_job_error)
+                fn run(
+                    self,
+                    ctx: ::runledger::JobContext,
+                ) -> impl ::core::future::Future<
+                    Output = ::core::result::Result<Self::Output, ::runledger::JobError>,
+                > + ::core::marker::Send {
+                    #unused
+                    async move {
+                        use ::runledger::__private::checks::{ErrorInto as _, ErrorText as _, ErrorUnsupported as _};
+                        let returned = #fn_name(#context #(self.#field_names),*).await;
+                        match #into_result {
+                            ::core::result::Result::Ok(output) => ::core::result::Result::Ok(output),
+                            ::core::result::Result::Err(error) => ::core::result::Result::Err(#convert),
+                        }
+                    }
                 }
             }
-        }
 
-        ::runledger::__private::inventory::submit! {
-            ::runledger::__private::JobRegistration::new::<#payload>(
-                ::core::file!(),
-                ::core::line!(),
-                ::core::column!(),
-            )
-        }
+            /// The types `#[job]` checks: each on the user's token, one error per mistake.
+            #[allow(dead_code)]
+            fn __runledger_checks() {
+                use ::runledger::__private::checks::*;
+                #(#argument_checks)*
+                #output_check
+            }
+
+            fn __runledger_handler() -> ::std::sync::Arc<dyn ::runledger::engine::runtime::registry::JobHandler> {
+                use ::runledger::__private::checks::{HandlerOk as _, HandlerUnrunnable as _};
+                (&&::runledger::__private::checks::Probe::<#payload>::new()).job_handler()
+            }
+
+            ::runledger::__private::inventory::submit! {
+                ::runledger::__private::JobRegistration::new::<#payload>(
+                    __runledger_handler,
+                    ::core::file!(),
+                    ::core::line!(),
+                    ::core::column!(),
+                )
+            }
+        };
     }
 }

@@ -3,8 +3,14 @@
 //! `#[runledger::schedule]`.
 
 mod args;
+mod attached;
+mod case;
+mod errors;
+mod graph;
 mod job;
 mod schedule;
+mod stacked;
+mod syntax;
 mod workflow;
 
 use proc_macro::TokenStream;
@@ -12,7 +18,7 @@ use proc_macro::TokenStream;
 /// Turns an `async fn` into a job; see `runledger::job`.
 #[proc_macro_attribute]
 pub fn job(args: TokenStream, item: TokenStream) -> TokenStream {
-    job::expand(args.into(), item.into()).into()
+    stacked::expand(stacked::Attribute::Job(args.into()), item.into()).into()
 }
 
 /// Turns a struct of steps into a workflow; see `runledger::workflow`.
@@ -24,5 +30,13 @@ pub fn workflow(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Declares a recurring job; see `runledger::schedule`.
 #[proc_macro_attribute]
 pub fn schedule(args: TokenStream, item: TokenStream) -> TokenStream {
-    schedule::expand(args.into(), item.into()).into()
+    stacked::expand(stacked::Attribute::Schedule(args.into()), item.into()).into()
+}
+
+/// Emits the items of its `#[runledger_attached(...)]` attributes next to the struct
+/// (generated code only; see `attached`).
+#[doc(hidden)]
+#[proc_macro_derive(RunledgerAttached, attributes(runledger_attached))]
+pub fn attached(item: TokenStream) -> TokenStream {
+    attached::expand(item.into()).into()
 }

@@ -1,16 +1,33 @@
 //! `#[schedule]`: a cron schedule for a job payload, validated at compile time and registered
-//! through `inventory`.
+//! through `inventory`. On a plain fn the fn returns the payload of each fire; stacked on a
+//! `#[job]` fn (see `stacked`), each fire enqueues the job without arguments.
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{Attribute, FnArg, Ident, ItemFn, LitStr, ReturnType};
+use syn::{FnArg, Ident, ItemFn, LitStr, ReturnType};
 
-use crate::args::{self, Errors};
+use crate::args;
+use crate::errors::Errors;
 use crate::job;
+use crate::syntax;
 
-const USAGE: &str = "#[schedule(cron = \"0 */5 * * * *\", name = \"reports.refresh\")]";
-const KEYS: &[&str] = &["cron", "name", "jitter", "active"];
+pub(crate) const USAGE: &str = "#[schedule(cron = \"0 */5 * * * *\", name = \"reports.refresh\")]";
+
+#[derive(Clone, Copy)]
+enum Key {
+    Cron,
+    Name,
+    Jitter,
+    Active,
+}
+
+const KEYS: &[(&str, Key)] = &[
+    ("cron", Key::Cron),
+    ("name", Key::Name),
+    ("jitter", Key::Jitter),
+    ("active", Key::Active),
+];
 
 struct ScheduleArgs {
     cron: Option<String>,
@@ -19,22 +36,13 @@ struct ScheduleArgs {
     active: bool,
 }
 
-pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
-    let mut function: ItemFn = match args::parse_item(
-        item,
-        &format!("#[schedule] goes on a fn that returns a job payload, as in {USAGE}"),
-    ) {
-        Ok(parsed) => parsed,
-        Err(unchanged) => return unchanged,
-    };
+/// Expands the `#[schedule]`s of a plain fn that returns the payload to enqueue.
+pub(crate) fn expand(schedules: Vec<TokenStream>, function: &ItemFn) -> TokenStream {
     let mut errors = Errors::default();
-    // Stacked on a #[job] fn: let #[job] expand both (it takes the schedule back off the fn).
-    if let Some(position) = function.attrs.iter().position(|a| args::is_attr(a, "job")) {
-        let job_attr = function.attrs.remove(position);
-        function.attrs.push(syn::parse_quote!(#[schedule(#args)]));
-        return job::expand(args::attr_tokens(&job_attr), quote!(#function));
-    }
-    let parsed = parse_schedule_args(args, &mut errors);
+    let parsed: Vec<ScheduleArgs> = schedules
+        .into_iter()
+        .map(|tokens| parse_args(tokens, &mut errors))
+        .collect();
     let sig = &function.sig;
     if let Some(asyncness) = sig.asyncness {
         errors.spanned(
@@ -59,53 +67,37 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     if let (Some(ty), true) = (payload_type, errors.is_empty()) {
         let fn_name = &sig.ident;
         let body = quote_spanned!(ty.span()=> ::runledger::__private::schedule_payload(#fn_name()));
-        out.extend(registration(&parsed, fn_name, &body));
+        for schedule in &parsed {
+            out.extend(registration(schedule, fn_name, &body));
+        }
     }
     out.extend(errors.into_compile_errors());
     out
 }
 
-/// Removes the `#[schedule(...)]` attributes of a `#[job]` fn and returns their arguments.
-pub(crate) fn take_stacked(attrs: &mut Vec<Attribute>) -> Vec<TokenStream> {
-    let mut taken = Vec::new();
-    attrs.retain(|attr| {
-        if args::is_attr(attr, "schedule") {
-            taken.push(args::attr_tokens(attr));
-            false
-        } else {
-            true
-        }
-    });
-    taken
-}
-
 /// The registration of a `#[schedule]` stacked on a `#[job]` fn: each fire enqueues `{}`, so
 /// every argument must be optional.
 pub(crate) fn expand_stacked(
-    args: TokenStream,
+    tokens: TokenStream,
     function: &ItemFn,
     payload: &Ident,
     errors: &mut Errors,
 ) -> TokenStream {
-    let parsed = parse_schedule_args(args, errors);
+    let parsed = parse_args(tokens, errors);
     for input in &function.sig.inputs {
         let FnArg::Typed(typed) = input else { continue };
-        let optional = args::last_segment(&typed.ty).is_some_and(|s| s.ident == "Option");
-        if !job::is_context(&typed.ty) && !optional {
+        if !job::is_context(&typed.ty) && !syntax::is_named(&typed.ty, "Option") {
             errors.spanned(
                 &typed.ty,
                 "a #[schedule] on a #[job] fn enqueues it without arguments, so each argument must be an `Option`; or return the payload from a separate #[schedule] fn",
             );
         }
     }
-    if !errors.is_empty() {
-        return TokenStream::new();
-    }
     let body = quote!(::runledger::__private::schedule_empty_payload::<#payload>());
     registration(&parsed, &function.sig.ident, &body)
 }
 
-fn parse_schedule_args(tokens: TokenStream, errors: &mut Errors) -> ScheduleArgs {
+fn parse_args(tokens: TokenStream, errors: &mut Errors) -> ScheduleArgs {
     let mut parsed = ScheduleArgs {
         cron: None,
         name: None,
@@ -113,26 +105,25 @@ fn parse_schedule_args(tokens: TokenStream, errors: &mut Errors) -> ScheduleArgs
         active: true,
     };
     let usage_span = tokens.span();
-    for arg in args::parse_args(tokens, USAGE, KEYS, errors) {
-        let key = &arg.key;
-        match key.to_string().as_str() {
-            "cron" => {
+    for arg in args::parse(tokens, USAGE, KEYS, errors) {
+        match arg.key {
+            Key::Cron => {
                 parsed.cron = args::lit_str(&arg.value, "cron = \"0 */5 * * * *\"", errors)
                     .and_then(|lit| cron(&lit, errors));
             }
-            "name" => {
+            Key::Name => {
                 parsed.name = args::lit_str(&arg.value, "name = \"reports.refresh\"", errors)
-                    .and_then(|lit| args::name(&lit, "schedule", errors));
+                    .and_then(|lit| args::name(&lit, "schedule name", errors));
             }
-            "jitter" => {
+            Key::Jitter => {
                 if let Some(n) = args::lit_str(&arg.value, "jitter = \"30s\"", errors)
                     .and_then(|lit| args::duration_seconds(&lit, 0, errors))
                 {
                     parsed.jitter_seconds = n;
                 }
             }
-            _ => {
-                if let Some(active) = args::lit_bool(&arg.value, key, errors) {
+            Key::Active => {
+                if let Some(active) = args::lit_bool(&arg.value, &arg.ident, errors) {
                     parsed.active = active;
                 }
             }

@@ -4,7 +4,9 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::engine;
-use crate::engine::core::jobs::{JobFailure, JobFailureKind, WorkflowValidationError};
+use crate::engine::core::jobs::{
+    JobFailure, JobFailureKind, JobId, WorkflowRunId, WorkflowValidationError,
+};
 use crate::engine::postgres::jobs::WorkflowRunHandleError;
 use crate::engine::runtime::RuntimeError;
 use crate::engine::runtime::catalog::CatalogError;
@@ -104,15 +106,20 @@ impl JobError {
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for JobError {
     fn from(error: E) -> Self {
-        let mut message = error.to_string();
-        let mut source = error.source();
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        Self::retryable(message)
+        Self::retryable(chain_message(&error))
     }
+}
+
+/// An error's message followed by those of its sources: `outer: inner: root`.
+pub(crate) fn chain_message(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
 }
 
 impl fmt::Debug for JobError {
@@ -140,8 +147,8 @@ impl fmt::Display for JobError {
 ///
 /// let err = Error::DuplicateJob {
 ///     name: "emails.send".into(),
-///     first: "src/a.rs:3:1".into(),
-///     second: "src/b.rs:9:1".into(),
+///     first: "#[job] at src/a.rs:3:1".into(),
+///     second: "#[job] at src/b.rs:9:1".into(),
 /// };
 /// assert_eq!(err.code(), "worker.duplicate_job");
 /// assert!(err.to_string().contains("src/b.rs:9:1"));
@@ -174,14 +181,46 @@ pub enum Error {
     /// Waiting for or reading a workflow result failed.
     #[error(transparent)]
     WorkflowHandle(#[from] WorkflowRunHandleError),
-    /// Two `#[job]`s use the same name.
-    #[error("job name `{name}` is registered twice: at {first} and at {second}")]
+    /// A handle made with `JobHandle::<J>::from_id` names a job of another type.
+    #[error("job {id} is a `{found}` job, not a `{expected}` job")]
+    JobTypeMismatch {
+        /// The job.
+        id: JobId,
+        /// The handle's job type.
+        expected: &'static str,
+        /// The stored job type.
+        found: String,
+    },
+    /// A handle made with `WorkflowHandle::<W>::from_id` names a run of another workflow.
+    #[error("workflow run {id} is a `{found}` run, not a `{expected}` run")]
+    WorkflowTypeMismatch {
+        /// The run.
+        id: WorkflowRunId,
+        /// The handle's workflow type.
+        expected: &'static str,
+        /// The stored workflow type.
+        found: String,
+    },
+    /// Two `#[job]`s, or a `#[job]` and an engine handler given to
+    /// [`WorkerBuilder::handler`](crate::WorkerBuilder::handler), use the same name.
+    #[error("job name `{name}` is registered twice: {first} and {second}")]
     DuplicateJob {
         /// The name.
         name: String,
-        /// Where the first registration is.
+        /// The first registration (a source location or an engine handler).
         first: String,
-        /// Where the second registration is.
+        /// The second registration.
+        second: String,
+    },
+    /// Two `#[workflow]`s use the same name (given explicitly, or the default name of two
+    /// structs with the same name in different modules).
+    #[error("workflow name `{name}` is registered twice: at {first} and at {second}")]
+    DuplicateWorkflow {
+        /// The name.
+        name: String,
+        /// Where the first `#[workflow]` is.
+        first: String,
+        /// Where the second `#[workflow]` is.
         second: String,
     },
     /// Two `#[schedule]`s use the same name.
@@ -245,7 +284,10 @@ impl Error {
             Self::OutputInvalid { .. } => "job.output_invalid",
             Self::Workflow(err) => err.code(),
             Self::WorkflowHandle(err) => err.code(),
+            Self::JobTypeMismatch { .. } => "job.type_mismatch",
+            Self::WorkflowTypeMismatch { .. } => "workflow.type_mismatch",
             Self::DuplicateJob { .. } => "worker.duplicate_job",
+            Self::DuplicateWorkflow { .. } => "worker.duplicate_workflow",
             Self::DuplicateSchedule { .. } => "worker.duplicate_schedule",
             Self::SchedulePayload { .. } => "worker.schedule_payload_invalid",
             Self::Connection(err) => err.code(),

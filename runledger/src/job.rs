@@ -1,9 +1,8 @@
-//! Typed jobs: the [`Job`] trait that `#[job]` implements, the handler's [`JobContext`], and
-//! typed enqueueing.
+//! Typed jobs: the [`Job`] trait that `#[job]` implements, typed enqueueing and
+//! [`JobHandle`].
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::ops::Deref;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -13,10 +12,11 @@ use serde_json::Value;
 use sqlx::{Acquire, Postgres};
 use uuid::Uuid;
 
-use crate::engine::core::jobs::{self as engine_jobs, JobId, JobStatus, JobType};
-use crate::engine::postgres::jobs::{JobEnqueue, enqueue_jobs, get_job_by_id};
+use crate::context::JobContext;
+use crate::engine::core::jobs::{JobDefaults, JobId, JobStatus};
+use crate::engine::postgres::jobs::{JobEnqueue, JobRecord, enqueue_jobs, get_job_by_id};
 use crate::error::{Error, JobError};
-use crate::workflow::Step;
+use crate::output;
 
 /// A job payload type: what `#[job]` generates from an `async fn`.
 ///
@@ -50,8 +50,10 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// Definition values written when a worker syncs definitions at startup.
     const DEFAULTS: JobDefaults = JobDefaults::new();
 
-    /// What a successful attempt returns; stored as JSON on the job (and on its workflow step).
-    type Output: Serialize + DeserializeOwned + Send + 'static;
+    /// What a successful attempt returns; stored as JSON on the job (and on its workflow step),
+    /// so a serde type (`#[job]` checks it at compile time; [`JobHandle::output`] requires
+    /// `Deserialize`).
+    type Output: Send + 'static;
 
     /// Runs one attempt.
     fn run(self, ctx: JobContext) -> impl Future<Output = Result<Self::Output, JobError>> + Send;
@@ -264,7 +266,6 @@ impl EnqueueOptions {
 }
 
 /// A typed reference to an enqueued job.
-#[derive(Debug)]
 pub struct JobHandle<J> {
     id: JobId,
     created: bool,
@@ -279,8 +280,18 @@ impl<J> Clone for JobHandle<J> {
 
 impl<J> Copy for JobHandle<J> {}
 
+impl<J> std::fmt::Debug for JobHandle<J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobHandle")
+            .field("id", &self.id)
+            .field("created", &self.created)
+            .finish()
+    }
+}
+
 impl<J: Job> JobHandle<J> {
-    /// A handle on an existing job, e.g. an id stored by the caller.
+    /// A handle on an existing job, e.g. an id stored by the caller. Every read checks that
+    /// the job is a `J` and fails with `job.type_mismatch` otherwise.
     pub fn from_id(id: JobId) -> Self {
         Self {
             id,
@@ -321,211 +332,31 @@ impl<J: Job> JobHandle<J> {
     pub async fn output<'e>(
         &self,
         executor: impl sqlx::PgExecutor<'e>,
-    ) -> Result<Option<J::Output>, Error> {
+    ) -> Result<Option<J::Output>, Error>
+    where
+        J::Output: DeserializeOwned,
+    {
         let record = self.record(executor).await?;
         if record.status != JobStatus::Succeeded {
             return Ok(None);
         }
-        decode_output(J::NAME, record.output).map(Some)
+        output::decode(J::NAME, record.output).map(Some)
     }
 
-    async fn record<'e>(
-        &self,
-        executor: impl sqlx::PgExecutor<'e>,
-    ) -> Result<crate::engine::postgres::jobs::JobRecord, Error> {
-        get_job_by_id(executor, self.id)
+    /// The job's row, once it is known to be a `J`.
+    async fn record<'e>(&self, executor: impl sqlx::PgExecutor<'e>) -> Result<JobRecord, Error> {
+        let record = get_job_by_id(executor, self.id)
             .await?
             .ok_or(Error::Database(
                 crate::engine::postgres::Error::JobNotFound { job_id: self.id },
-            ))
-    }
-}
-
-pub(crate) fn decode_output<T: DeserializeOwned>(
-    what: &str,
-    stored: Option<Value>,
-) -> Result<T, Error> {
-    serde_json::from_value(stored.unwrap_or(Value::Null)).map_err(|e| Error::OutputInvalid {
-        what: what.to_owned(),
-        message: e.to_string(),
-    })
-}
-
-/// Definition values of a job type, written when a worker syncs definitions at startup.
-/// `None` keeps the worker-wide default. `#[job(max_attempts = .., timeout = "..", priority =
-/// .., version = .., enabled = ..)]` sets them.
-///
-/// ```
-/// use runledger::JobDefaults;
-///
-/// const DEFAULTS: JobDefaults = JobDefaults::new().max_attempts(3).timeout_seconds(60);
-/// assert_eq!(DEFAULTS.priority, None);
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct JobDefaults {
-    /// Attempts before the job is dead-lettered.
-    pub max_attempts: Option<i32>,
-    /// Per-attempt timeout in seconds.
-    pub timeout_seconds: Option<i32>,
-    /// Claim priority (higher first).
-    pub priority: Option<i32>,
-    /// Definition version.
-    pub version: Option<i32>,
-    /// Whether the definition is enabled (an operator's pause survives restarts either way).
-    pub enabled: Option<bool>,
-}
-
-impl JobDefaults {
-    /// Nothing set.
-    pub const fn new() -> Self {
-        Self {
-            max_attempts: None,
-            timeout_seconds: None,
-            priority: None,
-            version: None,
-            enabled: None,
+            ))?;
+        if record.job_type != J::NAME {
+            return Err(Error::JobTypeMismatch {
+                id: self.id,
+                expected: J::NAME,
+                found: record.job_type,
+            });
         }
-    }
-
-    /// Sets the attempt budget.
-    pub const fn max_attempts(mut self, max_attempts: i32) -> Self {
-        self.max_attempts = Some(max_attempts);
-        self
-    }
-
-    /// Sets the per-attempt timeout.
-    pub const fn timeout_seconds(mut self, seconds: i32) -> Self {
-        self.timeout_seconds = Some(seconds);
-        self
-    }
-
-    /// Sets the priority.
-    pub const fn priority(mut self, priority: i32) -> Self {
-        self.priority = Some(priority);
-        self
-    }
-
-    /// Sets the version.
-    pub const fn version(mut self, version: i32) -> Self {
-        self.version = Some(version);
-        self
-    }
-
-    /// Sets whether the definition is enabled.
-    pub const fn enabled(mut self, enabled: bool) -> Self {
-        self.enabled = Some(enabled);
-        self
-    }
-}
-
-/// What a typed handler receives: the engine's context (ids, attempt, worker, workflow
-/// fields, through `Deref`) plus typed reads of prerequisite outputs.
-///
-/// ```
-/// use runledger::JobContext;
-///
-/// let ctx = JobContext::for_tests("emails.send");
-/// assert_eq!(ctx.attempt, 1);
-/// assert_eq!(ctx.job_type.as_str(), "emails.send");
-/// ```
-#[derive(Debug, Clone)]
-pub struct JobContext {
-    inner: engine_jobs::JobContext,
-}
-
-impl JobContext {
-    /// Wraps the engine's context.
-    pub fn new(inner: engine_jobs::JobContext) -> Self {
-        Self { inner }
-    }
-
-    /// A context for calling a `#[job]` fn directly in a unit test: a fresh id, attempt 1 of 1,
-    /// worker `test`, not a workflow step.
-    pub fn for_tests(job_type: &'static str) -> Self {
-        Self::new(engine_jobs::JobContext::new(
-            JobId::new_v7(),
-            JobType::new(job_type),
-            1,
-            1,
-            "test",
-        ))
-    }
-
-    /// The engine's context.
-    pub fn engine(&self) -> &engine_jobs::JobContext {
-        &self.inner
-    }
-
-    /// The typed output of `step`, a prerequisite of this workflow step.
-    ///
-    /// Fails terminally with `workflow.not_a_prerequisite` when `step` is not one of this
-    /// step's prerequisites, `workflow.not_a_workflow_step` outside a workflow, and
-    /// `job.output_invalid` when the stored output does not match `T` (including a missing
-    /// output, e.g. of an `#[after_terminal]` prerequisite that failed: use
-    /// [`try_output`](Self::try_output) there).
-    ///
-    /// ```no_run
-    /// use runledger::prelude::*;
-    ///
-    /// #[job] async fn crawl(url: String) -> Result<String, JobError> { Ok(url) }
-    /// #[job] async fn score(ctx: JobContext) -> Result<usize, JobError> {
-    ///     let page: String = ctx.output(Research::CRAWL).await?;
-    ///     Ok(page.len())
-    /// }
-    ///
-    /// #[workflow(name = "research")]
-    /// struct Research {
-    ///     crawl: Crawl,
-    ///     #[after(crawl)]
-    ///     #[result]
-    ///     score: Score,
-    /// }
-    /// ```
-    pub async fn output<W, T: DeserializeOwned, K>(
-        &self,
-        step: Step<W, T, K>,
-    ) -> Result<T, JobError> {
-        let stored = self.stored_output(step.key()).await?;
-        decode_output(step.key(), stored)
-            .map_err(|e| JobError::coded_terminal("job.output_invalid", e))
-    }
-
-    /// Like [`output`](Self::output), but `None` when the prerequisite stored no output (it
-    /// did not succeed, or returned `()`).
-    pub async fn try_output<W, T: DeserializeOwned, K>(
-        &self,
-        step: Step<W, T, K>,
-    ) -> Result<Option<T>, JobError> {
-        match self.stored_output(step.key()).await? {
-            None => Ok(None),
-            stored => decode_output(step.key(), stored)
-                .map_err(|e| JobError::coded_terminal("job.output_invalid", e)),
-        }
-    }
-
-    async fn stored_output(&self, key: &str) -> Result<Option<Value>, JobError> {
-        self.inner.prerequisite_output(key).await.map_err(|e| {
-            let error = if e.code.starts_with("workflow.") {
-                JobError::terminal(&e.message)
-            } else {
-                JobError::retryable(&e.message)
-            };
-            error.with_code(e.code)
-        })
-    }
-}
-
-impl Deref for JobContext {
-    type Target = engine_jobs::JobContext;
-
-    fn deref(&self) -> &Self::Target {
-        &self.inner
-    }
-}
-
-impl From<engine_jobs::JobContext> for JobContext {
-    fn from(inner: engine_jobs::JobContext) -> Self {
-        Self::new(inner)
+        Ok(record)
     }
 }

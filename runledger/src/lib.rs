@@ -49,9 +49,13 @@
 //! Supervisor) is [`engine`]; drop down to it for job types chosen at run time, schedules
 //! created per tenant, or operator tools.
 
+mod context;
 mod error;
+mod handler;
 mod job;
+mod output;
 mod registry;
+mod step;
 mod worker;
 mod workflow;
 
@@ -61,7 +65,7 @@ pub mod prelude;
 pub mod testing;
 
 #[doc(hidden)]
-#[path = "private.rs"]
+#[path = "private/mod.rs"]
 pub mod __private;
 
 pub use runledger_engine as engine;
@@ -88,27 +92,35 @@ pub use uuid;
 
 pub use runledger_engine::runtime::config::JobsConfig;
 
+pub use context::JobContext;
+pub use engine::core::jobs::JobDefaults;
 pub use error::{Error, HANDLER_ERROR_CODE, JobError};
-pub use job::{
-    EnqueueOptions, Job, JobContext, JobDefaults, JobHandle, enqueue_batch, enqueue_batch_with,
-};
+pub use job::{EnqueueOptions, Job, JobHandle, enqueue_batch, enqueue_batch_with};
 pub use registry::{
-    RegisteredJob, RegisteredSchedule, SourceLocation, registered_jobs, registered_schedules,
+    RegisteredJob, RegisteredSchedule, RegisteredWorkflow, SourceLocation, registered_jobs,
+    registered_schedules, registered_workflows,
 };
+pub use step::{External, Gate, GateStep, JobStep, Step, StepKind, WorkflowStep};
 pub use worker::{DEFAULT_SHUTDOWN_DEADLINE, RunningWorker, SchemaMode, Worker, WorkerBuilder};
-pub use workflow::{
-    External, Gate, GateStep, JobStep, Step, StepKind, Wait, Workflow, WorkflowHandle,
-    WorkflowOptions, WorkflowStep,
-};
+pub use workflow::{Wait, Workflow, WorkflowHandle, WorkflowOptions};
 
 /// Turns an `async fn` into a job type.
 ///
 /// The arguments after an optional leading [`JobContext`] become the public fields of a
 /// generated payload struct (serde, `Debug`, `Clone`) named in PascalCase after the fn; the
 /// struct implements [`Job`] and is registered so that every [`Worker`] in the binary runs it.
-/// The fn returns `Result<T, E>`: `T` (any serde type) is the stored output, and `E` is
-/// [`JobError`] or any `std::error::Error` (converted into a retryable failure). The fn stays an
-/// ordinary async fn you can call in unit tests.
+/// The fn returns `Result<T, E>` (or an alias whose name ends in `Result`, such as
+/// `anyhow::Result<T>` or `std::io::Result<T>`): `T` (any serde type) is the stored output, and
+/// `E` is [`JobError`], or one of these, converted into a retryable failure carrying the error's
+/// text: any `std::error::Error + Send + Sync + 'static`, `Box<dyn std::error::Error + Send +
+/// Sync>`, `String`, `&'static str`, and `anyhow::Error` with this crate's `anyhow` feature. Any
+/// other error type fails to compile with "`E` cannot be a job error", on the return type.
+/// Arguments are owned serde types (`String`, not `&str`). The fn stays an ordinary async fn
+/// you can call in unit tests.
+///
+/// Names (`name = "..."` here, in `#[workflow]`, `#[step(key = ..)]` and `#[schedule]`) follow
+/// one rule, checked at compile time and by the engine: 1 to 255 ASCII letters, digits, `.`,
+/// `_`, `-`, `:` or `/`.
 ///
 /// | key | example | meaning |
 /// | --- | --- | --- |
@@ -154,7 +166,13 @@ pub use runledger_macros::job;
 /// | `#[step(max_attempts = ..)]` | `#[step(max_attempts = 2)]` | the step job's attempts |
 /// | `#[step(timeout = ..)]` | `#[step(timeout = "5m")]` | the step job's timeout |
 ///
-/// The attribute takes `name = "..."` (default: the struct name in snake case). It implements
+/// Each step field is a `#[job]` payload or an `External<T>` gate whose `T` is a serde type;
+/// a nested workflow, a `Vec` or an `Option` of jobs, and `#[step(priority | max_attempts |
+/// timeout)]` on a gate are compile errors that say what to write instead. Two workflows with
+/// the same name fail worker startup with `worker.duplicate_workflow`.
+///
+/// The attribute takes `name = "..."` (default: the struct name in snake case, acronyms kept
+/// whole: `HTTPCrawl` is `http_crawl`). It implements
 /// [`Workflow`] and adds one [`Step`] constant per field (`Research::CRAWL`) for typed reads in
 /// handlers ([`JobContext::output`]) and typed gate completion
 /// ([`WorkflowHandle::complete_gate`]).

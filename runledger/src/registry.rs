@@ -1,17 +1,17 @@
-//! What `#[job]` and `#[schedule]` register through `inventory`, and how a worker collects it.
+//! What `#[job]`, `#[workflow]` and `#[schedule]` register through `inventory`, and how a
+//! worker collects it.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::engine::core::jobs::{JobCompletion, JobContext as EngineContext, JobFailure, JobType};
-use crate::engine::core::prelude::async_trait;
+use crate::engine::core::jobs::JobDefaults;
 use crate::engine::runtime::registry::JobHandler;
 use crate::error::Error;
-use crate::job::{Job, JobContext, JobDefaults};
+use crate::job::Job;
+use crate::workflow::Workflow;
 
 /// Where a macro was used, for startup errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -41,17 +41,41 @@ pub struct JobRegistration {
 
 impl JobRegistration {
     #[doc(hidden)]
-    pub const fn new<J: Job>(file: &'static str, line: u32, column: u32) -> Self {
+    pub const fn new<J: Job>(
+        handler: fn() -> Arc<dyn JobHandler>,
+        file: &'static str,
+        line: u32,
+        column: u32,
+    ) -> Self {
         Self {
             name: J::NAME,
             defaults: J::DEFAULTS,
-            handler: typed_handler::<J>,
+            handler,
             location: SourceLocation { file, line, column },
         }
     }
 }
 
 inventory::collect!(JobRegistration);
+
+/// A workflow type registered by `#[workflow]` (generated code only).
+#[doc(hidden)]
+pub struct WorkflowRegistration {
+    pub(crate) name: &'static str,
+    pub(crate) location: SourceLocation,
+}
+
+impl WorkflowRegistration {
+    #[doc(hidden)]
+    pub const fn new<W: Workflow>(file: &'static str, line: u32, column: u32) -> Self {
+        Self {
+            name: W::NAME,
+            location: SourceLocation { file, line, column },
+        }
+    }
+}
+
+inventory::collect!(WorkflowRegistration);
 
 /// A schedule registered by `#[schedule]` (generated code only).
 #[doc(hidden)]
@@ -90,8 +114,9 @@ impl ScheduleRegistration {
 
 inventory::collect!(ScheduleRegistration);
 
-/// One registered job type, as [`registered_jobs`] lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One registered job type, as [`registered_jobs`] lists it, with the engine handler that
+/// runs it (made once, when the registrations are collected).
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct RegisteredJob {
     /// The job type.
@@ -99,6 +124,36 @@ pub struct RegisteredJob {
     /// Its definition values.
     pub defaults: JobDefaults,
     /// Where `#[job]` was used.
+    pub location: SourceLocation,
+    handler: Arc<dyn JobHandler>,
+}
+
+impl RegisteredJob {
+    /// The engine handler that runs this job: decodes the payload, calls the `#[job]` fn and
+    /// stores its output. Hand it to an engine `JobCatalog` or `JobRegistry` to run typed jobs
+    /// under your own `Supervisor`.
+    pub fn handler(&self) -> Arc<dyn JobHandler> {
+        Arc::clone(&self.handler)
+    }
+}
+
+impl fmt::Debug for RegisteredJob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisteredJob")
+            .field("name", &self.name)
+            .field("defaults", &self.defaults)
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One registered workflow type, as [`registered_workflows`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RegisteredWorkflow {
+    /// The workflow type.
+    pub name: &'static str,
+    /// Where `#[workflow]` was used.
     pub location: SourceLocation,
 }
 
@@ -142,8 +197,8 @@ pub fn registered_jobs() -> Result<Vec<RegisteredJob>, Error> {
         if let Some(first) = jobs.get(registration.name) {
             return Err(Error::DuplicateJob {
                 name: registration.name.to_owned(),
-                first: first.location.to_string(),
-                second: registration.location.to_string(),
+                first: format!("#[job] at {}", first.location),
+                second: format!("#[job] at {}", registration.location),
             });
         }
         jobs.insert(
@@ -152,10 +207,33 @@ pub fn registered_jobs() -> Result<Vec<RegisteredJob>, Error> {
                 name: registration.name,
                 defaults: registration.defaults,
                 location: registration.location,
+                handler: (registration.handler)(),
             },
         );
     }
     Ok(jobs.into_values().collect())
+}
+
+/// Every `#[workflow]` linked into this binary, sorted by name; fails with
+/// `worker.duplicate_workflow` (naming both source locations) when two share a name.
+pub fn registered_workflows() -> Result<Vec<RegisteredWorkflow>, Error> {
+    let mut all: Vec<&WorkflowRegistration> = inventory::iter::<WorkflowRegistration>().collect();
+    all.sort_by_key(|r| (r.name, r.location));
+    let mut workflows: Vec<RegisteredWorkflow> = Vec::with_capacity(all.len());
+    for registration in all {
+        if let Some(first) = workflows.last().filter(|w| w.name == registration.name) {
+            return Err(Error::DuplicateWorkflow {
+                name: registration.name.to_owned(),
+                first: first.location.to_string(),
+                second: registration.location.to_string(),
+            });
+        }
+        workflows.push(RegisteredWorkflow {
+            name: registration.name,
+            location: registration.location,
+        });
+    }
+    Ok(workflows)
 }
 
 /// Every `#[schedule]` linked into this binary, sorted by name, with its payload built; fails
@@ -189,68 +267,4 @@ pub fn registered_schedules() -> Result<Vec<RegisteredSchedule>, Error> {
         });
     }
     Ok(schedules)
-}
-
-fn typed_handler<J: Job>() -> Arc<dyn JobHandler> {
-    Arc::new(TypedHandler::<J>(PhantomData))
-}
-
-/// Runs a typed job: decodes the payload (a mismatch dead-letters the job with
-/// `job.payload_invalid`), calls the job, and encodes its output.
-struct TypedHandler<J>(PhantomData<fn() -> J>);
-
-#[async_trait]
-impl<J: Job> JobHandler for TypedHandler<J> {
-    fn job_type(&self) -> JobType<'static> {
-        JobType::new(J::NAME)
-    }
-
-    async fn execute(
-        &self,
-        context: EngineContext,
-        payload: Value,
-    ) -> Result<JobCompletion, JobFailure> {
-        let job: J = serde_json::from_value(payload).map_err(|e| {
-            JobFailure::terminal(
-                "job.payload_invalid",
-                format!("the payload does not match job `{}`: {e}", J::NAME),
-            )
-        })?;
-        let output = job
-            .run(JobContext::new(context))
-            .await
-            .map_err(crate::JobError::into_failure)?;
-        let output = serde_json::to_value(output).map_err(|e| {
-            JobFailure::terminal(
-                "job.output_invalid",
-                format!(
-                    "the output of job `{}` could not be serialized: {e}",
-                    J::NAME
-                ),
-            )
-        })?;
-        Ok(if output.is_null() {
-            JobCompletion::success()
-        } else {
-            JobCompletion::with_output(output)
-        })
-    }
-}
-
-/// Delegates to a shared handler (the catalog takes handlers by value).
-pub(crate) struct SharedHandler(pub(crate) Arc<dyn JobHandler>);
-
-#[async_trait]
-impl JobHandler for SharedHandler {
-    fn job_type(&self) -> JobType<'static> {
-        self.0.job_type()
-    }
-
-    async fn execute(
-        &self,
-        context: EngineContext,
-        payload: Value,
-    ) -> Result<JobCompletion, JobFailure> {
-        self.0.execute(context, payload).await
-    }
 }

@@ -1,23 +1,23 @@
 //! [`Worker`]: one call that registers every `#[job]` and `#[schedule]` and runs them.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
+use crate::engine::core::jobs::JobDefaults;
 use crate::engine::postgres::{
     DEFAULT_CONNECT_TIMEOUT, check_connection, ensure_schema_compatible, migrate,
 };
-use crate::engine::runtime::catalog::{
-    CatalogJobScheduleSpec, JobCatalog, JobCatalogDefinitionOverrides,
-};
+use crate::engine::runtime::catalog::{CatalogJobScheduleSpec, JobCatalog};
 use crate::engine::runtime::config::{JobsConfig, JobsConfigError};
+use crate::engine::runtime::registry::JobHandler;
 use crate::engine::runtime::{JobLifecycleObserver, Supervisor, SupervisorBuilder};
 use crate::error::Error;
 use crate::registry::{
-    JobRegistration, RegisteredJob, RegisteredSchedule, SharedHandler, registered_jobs,
-    registered_schedules,
+    RegisteredJob, RegisteredSchedule, registered_jobs, registered_schedules, registered_workflows,
 };
 
 // `Sync` as well as `Send`, so that `&Worker` may be held across an `.await` in a spawned task.
@@ -42,12 +42,13 @@ pub enum SchemaMode {
     Skip,
 }
 
-/// A worker process: every `#[job]` and `#[schedule]` linked into the binary, a database pool
-/// and the runtime settings.
+/// A worker process: every `#[job]` and `#[schedule]` linked into the binary (plus any engine
+/// handlers given to [`WorkerBuilder::handler`]), a database pool and the runtime settings.
 ///
-/// Building a worker collects the registrations (two jobs or schedules with the same name fail
-/// here, naming both source locations); [`start`](Self::start) prepares the schema, syncs job
-/// definitions and schedules, and starts the worker, reaper and scheduler loops.
+/// Building a worker collects the registrations (two jobs, workflows or schedules with the
+/// same name fail here, naming both source locations); [`start`](Self::start) prepares the
+/// schema, syncs job definitions and schedules, and starts the worker, reaper and scheduler
+/// loops.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), runledger::Error> {
@@ -63,7 +64,16 @@ pub struct Worker {
     connect_timeout: Duration,
     observers: Vec<AddObserver>,
     jobs: Vec<RegisteredJob>,
+    handlers: Vec<EngineHandler>,
     schedules: Vec<RegisteredSchedule>,
+}
+
+/// An engine handler registered next to the typed jobs.
+struct EngineHandler {
+    name: String,
+    handler: Arc<dyn JobHandler>,
+    defaults: JobDefaults,
+    rust_type: &'static str,
 }
 
 impl std::fmt::Debug for Worker {
@@ -133,6 +143,7 @@ impl Worker {
             shutdown_deadline: DEFAULT_SHUTDOWN_DEADLINE,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             observers: Vec::new(),
+            handlers: Vec::new(),
         }
     }
 
@@ -158,13 +169,16 @@ impl Worker {
     /// that only enqueues (an API server), so that its job types exist before the first
     /// enqueue even when no worker has started yet.
     pub async fn prepare(&self) -> Result<(), Error> {
+        self.sync(&self.catalog()).await
+    }
+
+    async fn sync(&self, catalog: &JobCatalog) -> Result<(), Error> {
         check_connection(&self.pool, self.connect_timeout).await?;
         match self.schema {
             SchemaMode::Migrate => migrate(&self.pool).await?,
             SchemaMode::Validate => ensure_schema_compatible(&self.pool).await?,
             SchemaMode::Skip => {}
         }
-        let catalog = self.catalog();
         catalog.sync_definitions(&self.pool).await?;
         catalog.sync_schedules(&self.pool).await?;
         Ok(())
@@ -173,8 +187,8 @@ impl Worker {
     /// Prepares (see [`prepare`](Self::prepare)) and starts the worker, reaper and scheduler
     /// loops. Returns once the worker is running.
     pub async fn start(self) -> Result<RunningWorker, Error> {
-        self.prepare().await?;
         let catalog = self.catalog();
+        self.sync(&catalog).await?;
         let mut builder =
             Supervisor::builder(&self.pool, self.config.clone())?.with_catalog(&catalog);
         for add in self.observers {
@@ -183,7 +197,7 @@ impl Worker {
         let supervisor = builder.build()?;
         tracing::info!(
             worker.id = %self.config.worker_id,
-            jobs = self.jobs.len(),
+            jobs = self.jobs.len() + self.handlers.len(),
             schedules = self.schedules.len(),
             "runledger worker started"
         );
@@ -206,20 +220,16 @@ impl Worker {
         self.run_until(shutdown_signal()).await
     }
 
+    /// Every job type (typed and engine handlers, each handler shared, not copied) and
+    /// schedule, as the engine's catalog.
     pub(crate) fn catalog(&self) -> JobCatalog {
         let mut catalog = JobCatalog::new();
         for job in &self.jobs {
-            let Some(handler) = inventory::iter::<JobRegistration>()
-                .find(|r| r.name == job.name && r.location == job.location)
-                .map(|r| (r.handler)())
-            else {
-                continue;
-            };
-            catalog = catalog.job_with_definition_overrides(
-                job.name,
-                SharedHandler(handler),
-                overrides(job),
-            );
+            catalog = catalog.shared_job(job.name, job.handler(), job.defaults);
+        }
+        for engine in &self.handlers {
+            catalog =
+                catalog.shared_job(&engine.name, Arc::clone(&engine.handler), engine.defaults);
         }
         for schedule in &self.schedules {
             catalog = catalog.schedule(CatalogJobScheduleSpec {
@@ -235,27 +245,6 @@ impl Worker {
         }
         catalog
     }
-}
-
-fn overrides(job: &RegisteredJob) -> JobCatalogDefinitionOverrides {
-    let defaults = job.defaults;
-    let mut overrides = JobCatalogDefinitionOverrides::new();
-    if let Some(v) = defaults.version {
-        overrides = overrides.version(v);
-    }
-    if let Some(v) = defaults.max_attempts {
-        overrides = overrides.max_attempts(v);
-    }
-    if let Some(v) = defaults.timeout_seconds {
-        overrides = overrides.timeout_seconds(v);
-    }
-    if let Some(v) = defaults.priority {
-        overrides = overrides.priority(v);
-    }
-    if let Some(v) = defaults.enabled {
-        overrides = overrides.enabled(v);
-    }
-    overrides
 }
 
 /// The runtime's own connections (claims, heartbeats, batched completions, LISTEN, step-output
@@ -288,6 +277,7 @@ pub struct WorkerBuilder {
     shutdown_deadline: Duration,
     connect_timeout: Duration,
     observers: Vec<AddObserver>,
+    handlers: Vec<EngineHandler>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -336,8 +326,53 @@ impl WorkerBuilder {
         self
     }
 
-    /// Collects the registered jobs and schedules and checks the settings. Fails with
-    /// `worker.duplicate_job` / `worker.duplicate_schedule` (naming both locations),
+    /// Adds an engine handler (a job type chosen at run time, or one ported from the engine
+    /// API) to run next to the `#[job]`s, with the built-in definition values. Its job type
+    /// must not be a `#[job]`'s name: [`build`](Self::build) fails with
+    /// `worker.duplicate_job` naming both.
+    ///
+    /// ```no_run
+    /// use runledger::engine::core::prelude::*;
+    ///
+    /// struct Resize;
+    ///
+    /// #[async_trait]
+    /// impl JobHandler for Resize {
+    ///     fn job_type(&self) -> JobType<'static> {
+    ///         JobType::new("images.resize")
+    ///     }
+    ///     async fn execute(&self, _: JobContext, _: serde_json::Value) -> Result<JobCompletion, JobFailure> {
+    ///         Ok(JobCompletion::success())
+    ///     }
+    /// }
+    ///
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::Error> {
+    /// let worker = runledger::Worker::builder(&pool).handler(Resize).build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn handler(self, handler: impl JobHandler) -> Self {
+        self.handler_with_defaults(handler, JobDefaults::new())
+    }
+
+    /// Like [`handler`](Self::handler), with definition values.
+    pub fn handler_with_defaults(
+        mut self,
+        handler: impl JobHandler,
+        defaults: JobDefaults,
+    ) -> Self {
+        let rust_type = std::any::type_name_of_val(&handler);
+        self.handlers.push(EngineHandler {
+            name: handler.job_type().as_str().to_owned(),
+            handler: Arc::new(handler),
+            defaults,
+            rust_type,
+        });
+        self
+    }
+
+    /// Collects the registered jobs, workflows and schedules and checks the settings. Fails
+    /// with `worker.duplicate_job` / `worker.duplicate_workflow` /
+    /// `worker.duplicate_schedule` (naming both registrations),
     /// `worker.schedule_payload_invalid`, or a config code.
     pub fn build(self) -> Result<Worker, Error> {
         let config = self.config.unwrap_or_default();
@@ -348,6 +383,9 @@ impl WorkerBuilder {
                 problem: "must be positive",
             }));
         }
+        let jobs = registered_jobs()?;
+        check_engine_handlers(&jobs, &self.handlers)?;
+        registered_workflows()?;
         Ok(Worker {
             pool: self.pool,
             config,
@@ -355,10 +393,36 @@ impl WorkerBuilder {
             shutdown_deadline: self.shutdown_deadline,
             connect_timeout: self.connect_timeout,
             observers: self.observers,
-            jobs: registered_jobs()?,
+            jobs,
+            handlers: self.handlers,
             schedules: registered_schedules()?,
         })
     }
+}
+
+/// An engine handler must not take a `#[job]`'s name, nor another engine handler's.
+fn check_engine_handlers(jobs: &[RegisteredJob], handlers: &[EngineHandler]) -> Result<(), Error> {
+    for (index, engine) in handlers.iter().enumerate() {
+        let describe = |e: &EngineHandler| format!("the engine handler `{}`", e.rust_type);
+        let first = jobs
+            .iter()
+            .find(|job| job.name == engine.name)
+            .map(|job| format!("#[job] at {}", job.location))
+            .or_else(|| {
+                handlers[..index]
+                    .iter()
+                    .find(|other| other.name == engine.name)
+                    .map(describe)
+            });
+        if let Some(first) = first {
+            return Err(Error::DuplicateJob {
+                name: engine.name.clone(),
+                first,
+                second: describe(engine),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A started [`Worker`].

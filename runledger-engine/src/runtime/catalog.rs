@@ -9,10 +9,9 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::core::jobs::{IdentifierError, JobType};
+use crate::core::jobs::{IdentifierError, JobDefaults, JobType};
 use crate::postgres::jobs::{
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_SECONDS, JobDefinitionUpsert, JobScheduleUpsert,
-    job_schedule, sync_job_definitions, sync_job_schedules,
+    JobDefinitionUpsert, JobScheduleUpsert, job_schedule, sync_job_definitions, sync_job_schedules,
 };
 use crate::runtime::registry::{JobHandler, JobRegistry, RegistryError};
 
@@ -111,95 +110,25 @@ impl From<crate::postgres::Error> for CatalogError {
     }
 }
 
-/// Definition values applied to every catalog job unless overridden.
+/// Definition values applied to every catalog job unless overridden (seed name of
+/// [`JobDefaults`]; unset fields take the built-in defaults).
 ///
 /// ```
 /// use runledger_engine::runtime::catalog::{JobCatalog, JobCatalogDefaults};
 ///
-/// let catalog = JobCatalog::new().with_defaults(JobCatalogDefaults {
-///     max_attempts: 10,
-///     ..JobCatalogDefaults::default()
-/// });
+/// let catalog = JobCatalog::new().with_defaults(JobCatalogDefaults::new().max_attempts(10));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JobCatalogDefaults {
-    /// Handler version (positive).
-    pub version: i32,
-    /// Attempts before dead-lettering (positive).
-    pub max_attempts: i32,
-    /// Per-attempt timeout (positive).
-    pub timeout_seconds: i32,
-    /// Priority; may be zero or negative.
-    pub priority: i32,
-    /// Whether definitions are enabled.
-    pub enabled: bool,
-}
+pub type JobCatalogDefaults = JobDefaults;
 
-impl Default for JobCatalogDefaults {
-    fn default() -> Self {
-        Self {
-            version: 1,
-            max_attempts: DEFAULT_MAX_ATTEMPTS,
-            timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
-            priority: 0,
-            enabled: true,
-        }
-    }
-}
-
-/// Per-job definition values that take precedence over [`JobCatalogDefaults`] for the fields
-/// they set.
+/// Per-job definition values that take precedence over the catalog's defaults for the fields
+/// they set (seed name of [`JobDefaults`]).
 ///
 /// ```
 /// use runledger_engine::runtime::catalog::JobCatalogDefinitionOverrides;
 ///
 /// let overrides = JobCatalogDefinitionOverrides::new().timeout_seconds(600).priority(20);
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct JobCatalogDefinitionOverrides {
-    version: Option<i32>,
-    max_attempts: Option<i32>,
-    timeout_seconds: Option<i32>,
-    priority: Option<i32>,
-    enabled: Option<bool>,
-}
-
-impl JobCatalogDefinitionOverrides {
-    /// No overrides.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Overrides the version (must be positive).
-    pub fn version(mut self, version: i32) -> Self {
-        self.version = Some(version);
-        self
-    }
-
-    /// Overrides the attempts (must be positive).
-    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
-        self.max_attempts = Some(max_attempts);
-        self
-    }
-
-    /// Overrides the timeout (must be positive).
-    pub fn timeout_seconds(mut self, timeout_seconds: i32) -> Self {
-        self.timeout_seconds = Some(timeout_seconds);
-        self
-    }
-
-    /// Overrides the priority.
-    pub fn priority(mut self, priority: i32) -> Self {
-        self.priority = Some(priority);
-        self
-    }
-
-    /// Overrides whether the definition is enabled.
-    pub fn enabled(mut self, enabled: bool) -> Self {
-        self.enabled = Some(enabled);
-        self
-    }
-}
+pub type JobCatalogDefinitionOverrides = JobDefaults;
 
 /// The job types an exact sync owns: enabled definitions in this set that the catalog lacks
 /// are disabled.
@@ -347,7 +276,7 @@ impl CatalogSchedule {
 struct CatalogEntry {
     job_type: String,
     handler: Arc<dyn JobHandler>,
-    overrides: JobCatalogDefinitionOverrides,
+    overrides: JobDefaults,
 }
 
 /// Handlers and their definitions, declared once at startup.
@@ -383,9 +312,9 @@ struct CatalogEntry {
 /// ```
 #[derive(Default)]
 pub struct JobCatalog {
-    defaults: JobCatalogDefaults,
+    defaults: JobDefaults,
     entries: Vec<CatalogEntry>,
-    pending_overrides: Vec<(String, JobCatalogDefinitionOverrides)>,
+    pending_overrides: Vec<(String, JobDefaults)>,
     schedules: Vec<CatalogSchedule>,
     /// Schedules declared before (or without) their job: found at `.schedule()`, reported by
     /// the sync calls.
@@ -407,15 +336,15 @@ impl JobCatalog {
         Self::default()
     }
 
-    /// Replaces the catalog-wide definition defaults.
-    pub fn with_defaults(mut self, defaults: JobCatalogDefaults) -> Self {
+    /// Replaces the catalog-wide definition defaults (unset fields take the built-in ones).
+    pub fn with_defaults(mut self, defaults: JobDefaults) -> Self {
         self.defaults = defaults;
         self
     }
 
     /// Registers `handler` for `job_type` (which must equal the handler's own job type).
     pub fn job(self, job_type: &str, handler: impl JobHandler) -> Self {
-        self.job_with_definition_overrides(job_type, handler, JobCatalogDefinitionOverrides::new())
+        self.job_with_definition_overrides(job_type, handler, JobDefaults::new())
     }
 
     /// Registers `handler` under its own job type.
@@ -426,25 +355,33 @@ impl JobCatalog {
 
     /// Registers `handler` for `job_type` with per-job definition overrides.
     pub fn job_with_definition_overrides(
-        mut self,
+        self,
         job_type: &str,
         handler: impl JobHandler,
-        overrides: JobCatalogDefinitionOverrides,
+        overrides: JobDefaults,
+    ) -> Self {
+        self.shared_job(job_type, Arc::new(handler), overrides)
+    }
+
+    /// Registers a handler that is already shared (an `Arc`, e.g. one the typed layer made
+    /// for a `#[job]`) for `job_type` with per-job definition overrides, without wrapping it
+    /// again.
+    pub fn shared_job(
+        mut self,
+        job_type: &str,
+        handler: Arc<dyn JobHandler>,
+        overrides: JobDefaults,
     ) -> Self {
         self.entries.push(CatalogEntry {
             job_type: job_type.to_owned(),
-            handler: Arc::new(handler),
+            handler,
             overrides,
         });
         self
     }
 
     /// Sets overrides for a job type registered (before or after) with [`Self::job`].
-    pub fn definition_overrides(
-        mut self,
-        job_type: &str,
-        overrides: JobCatalogDefinitionOverrides,
-    ) -> Self {
+    pub fn definition_overrides(mut self, job_type: &str, overrides: JobDefaults) -> Self {
         self.pending_overrides
             .push((job_type.to_owned(), overrides));
         self
@@ -569,7 +506,7 @@ impl JobCatalog {
 
     /// The effective definition of every entry (defaults, then overrides), validated.
     pub fn definitions(&self) -> Result<Vec<JobDefinitionUpsert<'_>>, CatalogError> {
-        check_positive("*", &self.defaults_as_overrides())?;
+        check_positive("*", &self.defaults)?;
         for (job_type, _) in &self.pending_overrides {
             if !self.entries.iter().any(|e| &e.job_type == job_type) {
                 return Err(CatalogError::UnknownJobType {
@@ -597,29 +534,13 @@ impl JobCatalog {
                 .pending_overrides
                 .iter()
                 .filter(|(job_type, _)| job_type == &entry.job_type)
-                .fold(entry.overrides, |acc, (_, more)| merge(acc, *more));
+                .fold(entry.overrides, |acc, (_, more)| more.or(acc));
             check_positive(&entry.job_type, &overrides)?;
-            let d = self.defaults;
-            definitions.push(
-                JobDefinitionUpsert::new(entry.job_type.as_str())
-                    .version(overrides.version.unwrap_or(d.version))
-                    .max_attempts(overrides.max_attempts.unwrap_or(d.max_attempts))
-                    .timeout_seconds(overrides.timeout_seconds.unwrap_or(d.timeout_seconds))
-                    .priority(overrides.priority.unwrap_or(d.priority))
-                    .enabled(overrides.enabled.unwrap_or(d.enabled)),
-            );
+            let definition = JobDefinitionUpsert::new(entry.job_type.as_str())
+                .values(overrides.or(self.defaults));
+            definitions.push(definition);
         }
         Ok(definitions)
-    }
-
-    fn defaults_as_overrides(&self) -> JobCatalogDefinitionOverrides {
-        JobCatalogDefinitionOverrides {
-            version: Some(self.defaults.version),
-            max_attempts: Some(self.defaults.max_attempts),
-            timeout_seconds: Some(self.defaults.timeout_seconds),
-            priority: Some(self.defaults.priority),
-            enabled: Some(self.defaults.enabled),
-        }
     }
 
     /// Additive sync: inserts missing definitions and restores the fields the catalog owns
@@ -646,33 +567,9 @@ impl JobCatalog {
     }
 }
 
-fn merge(
-    base: JobCatalogDefinitionOverrides,
-    more: JobCatalogDefinitionOverrides,
-) -> JobCatalogDefinitionOverrides {
-    JobCatalogDefinitionOverrides {
-        version: more.version.or(base.version),
-        max_attempts: more.max_attempts.or(base.max_attempts),
-        timeout_seconds: more.timeout_seconds.or(base.timeout_seconds),
-        priority: more.priority.or(base.priority),
-        enabled: more.enabled.or(base.enabled),
-    }
-}
-
-fn check_positive(
-    job_type: &str,
-    overrides: &JobCatalogDefinitionOverrides,
-) -> Result<(), CatalogError> {
-    let fields = [
-        ("version", overrides.version),
-        ("max_attempts", overrides.max_attempts),
-        ("timeout_seconds", overrides.timeout_seconds),
-    ];
-    match fields
-        .into_iter()
-        .find(|(_, value)| value.is_some_and(|v| v <= 0))
-    {
-        Some((field, _)) => Err(CatalogError::InvalidDefinitionValue {
+fn check_positive(job_type: &str, values: &JobDefaults) -> Result<(), CatalogError> {
+    match values.non_positive_field() {
+        Some(field) => Err(CatalogError::InvalidDefinitionValue {
             job_type: job_type.to_owned(),
             field,
         }),

@@ -57,10 +57,12 @@ impl SupervisorBuilder {
     /// Registers every handler of `catalog` (sync its definitions separately, before starting).
     pub fn with_catalog(mut self, catalog: &JobCatalog) -> Self {
         match catalog.registry() {
-            Ok(registry) => self.merge_registry(&registry),
-            Err(err) => self.keep_error(err.into()),
+            Ok(registry) => self.with_registry(registry),
+            Err(err) => {
+                self.keep_error(err.into());
+                self
+            }
         }
-        self
     }
 
     /// Registers every handler of `registry`.

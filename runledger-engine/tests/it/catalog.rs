@@ -37,10 +37,7 @@ async fn add_active_schedule(pool: &PgPool, job_type: &str) {
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn additive_sync_writes_defaults_and_overrides(pool: PgPool) {
     let catalog = JobCatalog::new()
-        .with_defaults(JobCatalogDefaults {
-            max_attempts: 9,
-            ..JobCatalogDefaults::default()
-        })
+        .with_defaults(JobCatalogDefaults::new().max_attempts(9))
         .job("a", noop("a"))
         .job_with_definition_overrides(
             "b",
@@ -177,10 +174,7 @@ async fn catalog_mistakes_are_reported_with_codes_and_nothing_is_written(pool: P
             "catalog.invalid_definition_value",
         ),
         (
-            JobCatalog::new().with_defaults(JobCatalogDefaults {
-                timeout_seconds: 0,
-                ..JobCatalogDefaults::default()
-            }),
+            JobCatalog::new().with_defaults(JobCatalogDefaults::new().timeout_seconds(0)),
             "catalog.invalid_definition_value",
         ),
         (

@@ -7,12 +7,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::JobContext;
-use crate::Step;
 use crate::engine::core::jobs::{
     JobContext as EngineContext, JobId, JobType, StepOutputError, StepOutputReader, StepOutputs,
     WorkflowRunId, WorkflowStepId,
 };
 use crate::engine::core::prelude::async_trait;
+use crate::{Step, WorkflowStep};
 
 /// Builds the [`JobContext`] a `#[job]` fn receives, so that a step handler that reads its
 /// prerequisites with `ctx.output(..)` runs as a plain async fn call, without a database.
@@ -88,7 +88,11 @@ impl TestContext {
     /// # Panics
     ///
     /// When `value` does not serialize to JSON (a map with non-string keys, for instance).
-    pub fn with_output<W, T: Serialize, K>(mut self, step: Step<W, T, K>, value: T) -> Self {
+    pub fn with_output<W, S>(mut self, step: Step<W, S>, value: S::Output) -> Self
+    where
+        S: WorkflowStep,
+        S::Output: Serialize,
+    {
         let value = match serde_json::to_value(value) {
             Ok(value) => value,
             Err(err) => panic!(
@@ -102,7 +106,7 @@ impl TestContext {
 
     /// Makes `step` a prerequisite that stored no output (it failed, or it is an
     /// `#[after_terminal]` prerequisite that did not succeed): `ctx.try_output` reads `None`.
-    pub fn without_output<W, T, K>(mut self, step: Step<W, T, K>) -> Self {
+    pub fn without_output<W, S>(mut self, step: Step<W, S>) -> Self {
         self.outputs.insert(step.key(), None);
         self
     }

@@ -18,7 +18,7 @@ pub(crate) struct Summary {
 }
 
 #[job(name = "it.summarize", max_attempts = 3, timeout = "30s", priority = 5)]
-async fn summarize(text: String) -> Result<Summary, JobError> {
+pub(crate) async fn summarize(text: String) -> Result<Summary, JobError> {
     let longest = text
         .split_whitespace()
         .max_by_key(|w| w.len())
@@ -31,7 +31,7 @@ async fn summarize(text: String) -> Result<Summary, JobError> {
 }
 
 #[job(name = "it.add")]
-async fn add(a: i64, b: i64) -> Result<i64, JobError> {
+pub(crate) async fn add(a: i64, b: i64) -> Result<i64, JobError> {
     Ok(a + b)
 }
 

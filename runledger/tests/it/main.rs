@@ -4,7 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod connection;
+mod errors;
+mod handles;
 mod jobs;
+mod results;
 mod schedules;
 mod support;
+mod worker;
 mod workflows;

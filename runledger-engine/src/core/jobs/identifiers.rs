@@ -4,9 +4,13 @@ use std::borrow::Cow;
 use std::fmt;
 
 /// Longest identifier the schema accepts, in characters.
-pub const MAX_IDENTIFIER_CHARS: usize = 255;
+pub const MAX_IDENTIFIER_CHARS: usize = runledger_names::MAX_NAME_CHARS;
 
-/// Why an identifier was rejected.
+pub use runledger_names::{NAME_CHARACTERS, NameError};
+
+/// Why an identifier was rejected: it breaks the naming rule of `runledger_names` (1 to 255
+/// characters from [`NAME_CHARACTERS`], no surrounding whitespace), the rule the macros also
+/// apply at compile time.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum IdentifierError {
@@ -26,13 +30,26 @@ pub enum IdentifierError {
         /// The limit.
         max: usize,
     },
+    /// The identifier starts or ends with whitespace, or contains a character outside
+    /// [`NAME_CHARACTERS`].
+    #[error("{kind} `{value}` {problem}")]
+    Malformed {
+        /// Which identifier kind was rejected.
+        kind: &'static str,
+        /// The rejected value.
+        value: String,
+        /// What is wrong with it.
+        problem: NameError,
+    },
 }
 
 impl IdentifierError {
     /// Stable error code, e.g. `job.invalid_job_type`.
     pub fn code(&self) -> &'static str {
         let kind = match self {
-            Self::Blank { kind } | Self::TooLong { kind, .. } => *kind,
+            Self::Blank { kind } | Self::TooLong { kind, .. } | Self::Malformed { kind, .. } => {
+                *kind
+            }
         };
         match kind {
             JobType::KIND => "job.invalid_job_type",
@@ -44,18 +61,20 @@ impl IdentifierError {
 }
 
 pub(crate) fn validate_identifier(kind: &'static str, value: &str) -> Result<(), IdentifierError> {
-    if value.trim().is_empty() {
-        return Err(IdentifierError::Blank { kind });
-    }
-    let len = value.chars().count();
-    if len > MAX_IDENTIFIER_CHARS {
-        return Err(IdentifierError::TooLong {
+    match runledger_names::check(value) {
+        Ok(()) => Ok(()),
+        Err(NameError::Blank) => Err(IdentifierError::Blank { kind }),
+        Err(NameError::TooLong { len }) => Err(IdentifierError::TooLong {
             kind,
             len,
             max: MAX_IDENTIFIER_CHARS,
-        });
+        }),
+        Err(problem) => Err(IdentifierError::Malformed {
+            kind,
+            value: value.to_owned(),
+            problem,
+        }),
     }
-    Ok(())
 }
 
 macro_rules! identifier {
@@ -75,8 +94,8 @@ macro_rules! identifier {
                 Self(Cow::Borrowed(value))
             }
 
-            /// Wraps a string after checking it is not blank and not longer than
-            /// [`MAX_IDENTIFIER_CHARS`].
+            /// Wraps a string after checking it against the naming rule (see
+            /// [`IdentifierError`]).
             pub fn try_new(value: impl Into<Cow<'a, str>>) -> Result<Self, IdentifierError> {
                 let value = value.into();
                 validate_identifier(Self::KIND, &value)?;
@@ -190,6 +209,20 @@ mod tests {
         assert_eq!(err.code(), "workflow.invalid_workflow_type");
         assert!(err.to_string().contains("at most 255"));
         assert!(JobType::try_new("x".repeat(MAX_IDENTIFIER_CHARS)).is_ok());
+    }
+
+    #[test]
+    fn surrounding_whitespace_and_foreign_characters_are_rejected() {
+        let err = JobType::try_new(" emails.send ").unwrap_err();
+        assert_eq!(err.code(), "job.invalid_job_type");
+        assert!(
+            err.to_string().contains("start or end with whitespace"),
+            "{err}"
+        );
+        let err = StepKey::try_new("fetch page").unwrap_err();
+        assert_eq!(err.code(), "workflow.invalid_step_key");
+        assert!(err.to_string().contains(NAME_CHARACTERS), "{err}");
+        assert!(WorkflowType::try_new("reports/daily:eu-v2").is_ok());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Job and workflow contracts: identifiers, ids, statuses and the handler interface.
 
+mod definition;
 mod handler;
 mod identifiers;
 mod ids;
@@ -7,11 +8,15 @@ mod logs;
 mod status;
 mod workflow;
 
+pub use definition::JobDefaults;
 pub use handler::{
     JobCompletion, JobContext, JobFailure, JobHandler, JobProgressUpdate, StepOutputError,
     StepOutputReader, StepOutputs,
 };
-pub use identifiers::{IdentifierError, JobType, MAX_IDENTIFIER_CHARS, StepKey, WorkflowType};
+pub use identifiers::{
+    IdentifierError, JobType, MAX_IDENTIFIER_CHARS, NAME_CHARACTERS, NameError, StepKey,
+    WorkflowType,
+};
 pub use ids::{JobId, JobScheduleId, WorkflowRunId, WorkflowStepId};
 pub use logs::{JobLogLine, JobLogSink, JobLogWriter, MAX_LOG_MESSAGE_CHARS};
 pub use status::{

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 
-use crate::core::jobs::JobType;
+use crate::core::jobs::{JobDefaults, JobType};
 use crate::postgres::error::{Error, Result};
 
 /// Default attempts before a job is dead-lettered.
@@ -109,6 +109,17 @@ impl<'a> JobDefinitionUpsert<'a> {
     /// Sets the default priority.
     pub fn priority(mut self, priority: i32) -> Self {
         self.priority = priority;
+        self
+    }
+
+    /// Applies every value `values` sets (version, attempts, timeout, priority, enabled),
+    /// keeping this definition's value for the others.
+    pub fn values(mut self, values: JobDefaults) -> Self {
+        self.version = values.version.unwrap_or(self.version);
+        self.max_attempts = values.max_attempts.unwrap_or(self.max_attempts);
+        self.timeout_seconds = values.timeout_seconds.unwrap_or(self.timeout_seconds);
+        self.priority = values.priority.unwrap_or(self.priority);
+        self.is_enabled = values.enabled.unwrap_or(self.is_enabled);
         self
     }
 

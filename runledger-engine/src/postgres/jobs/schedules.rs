@@ -123,10 +123,10 @@ impl<'a> JobScheduleUpsert<'a> {
 
     /// Validates and returns the first fire to store if the cron is new or changed.
     fn prepare(&self) -> Result<DateTime<Utc>> {
-        if self.name.trim().is_empty() || self.name.chars().count() > 255 {
+        if let Err(problem) = runledger_names::check(self.name) {
             return Err(Error::invalid_input(
                 "job_schedule.invalid_name",
-                "a schedule name must be 1 to 255 characters and not blank",
+                format!("schedule name `{}` {problem}", self.name),
             ));
         }
         self.job_type.validate()?;

@@ -31,8 +31,8 @@ struct Research {
 fn main() {
     assert_eq!(Research::NAME, "profiles.research");
     assert_eq!(Research::RESULT_STEP, Some("persist"));
-    let _typed: Step<Research, bool, runledger::GateStep> = Research::REVIEW;
-    let _job: Step<Research, (String, u32, bool), runledger::JobStep> = Research::PERSIST;
+    let _typed: Step<Research, External<bool>> = Research::REVIEW;
+    let _job: Step<Research, Persist> = Research::PERSIST;
     fn result_type<W: Workflow<Output = (String, u32, bool)>>() {}
     result_type::<Research>();
 }

@@ -1,0 +1,88 @@
+//! Handles rebuilt from stored ids check the type they are used as.
+
+use runledger::prelude::*;
+use sqlx::PgPool;
+
+use crate::jobs::{Add, Summarize};
+use crate::support::prepare;
+
+#[job(name = "it.handles.tally")]
+async fn tally(n: u32) -> Result<u32, JobError> {
+    Ok(n)
+}
+
+#[workflow(name = "it.handles.gated")]
+struct Gated {
+    #[result]
+    approval: External<bool>,
+}
+
+#[workflow(name = "it.handles.other")]
+struct Other {
+    #[result]
+    approval: External<bool>,
+    #[after(approval)]
+    tally: Tally,
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_job_handle_of_another_job_type_fails_with_type_mismatch(pool: PgPool) {
+    prepare(&pool).await;
+    let add = Add { a: 1, b: 2 }.enqueue(&pool).await.unwrap();
+
+    let wrong = runledger::JobHandle::<Summarize>::from_id(add.id());
+    let err = wrong.status(&pool).await.unwrap_err();
+    assert_eq!(err.code(), "job.type_mismatch");
+    assert!(err.to_string().contains("`it.add`"), "{err}");
+    assert_eq!(
+        wrong.output(&pool).await.unwrap_err().code(),
+        "job.type_mismatch"
+    );
+
+    let right = runledger::JobHandle::<Add>::from_id(add.id());
+    assert_eq!(right.status(&pool).await.unwrap().as_str(), "PENDING");
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_workflow_handle_of_another_workflow_fails_with_type_mismatch_and_changes_nothing(
+    pool: PgPool,
+) {
+    prepare(&pool).await;
+    let other = Other {
+        approval: External::new(),
+        tally: Tally { n: 1 },
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap();
+
+    let wrong = WorkflowHandle::<Gated>::from_id(other.id(), None);
+    for err in [
+        wrong.status(&pool).await.unwrap_err(),
+        wrong
+            .complete_gate(&pool, Gated::APPROVAL, &true)
+            .await
+            .unwrap_err(),
+        wrong
+            .fail_gate(&pool, Gated::APPROVAL, "it.no", "refused")
+            .await
+            .unwrap_err(),
+        wrong.cancel(&pool).await.unwrap_err(),
+        wrong
+            .result(&pool, Wait::up_to(std::time::Duration::from_secs(1)))
+            .await
+            .unwrap_err(),
+    ] {
+        assert_eq!(err.code(), "workflow.type_mismatch", "{err}");
+    }
+    // The run of the other type was left alone: its gate still waits.
+    assert_eq!(
+        other.status(&pool).await.unwrap().as_str(),
+        "WAITING_FOR_EXTERNAL"
+    );
+    let right = WorkflowHandle::<Other>::from_id(other.id(), None);
+    right
+        .complete_gate(&pool, Other::APPROVAL, &true)
+        .await
+        .unwrap();
+}

@@ -1,0 +1,100 @@
+//! Results that are JSON `null`: a workflow whose `#[result]` step returns `()` or `Ok(None)`
+//! has a result, and reads of such step outputs see them.
+
+use std::time::Duration;
+
+use runledger::prelude::*;
+use sqlx::PgPool;
+
+use crate::support::start_worker;
+
+#[job(name = "it.null.nothing")]
+async fn nothing(ctx: JobContext) -> Result<(), JobError> {
+    // A dependent reads the `()` output of its prerequisite.
+    ctx.output(Unit::FIRST).await
+}
+
+#[job(name = "it.null.first")]
+async fn first() -> Result<(), JobError> {
+    Ok(())
+}
+
+#[workflow(name = "it.null.unit")]
+struct Unit {
+    first: First,
+    #[after(first)]
+    #[result]
+    last: Nothing,
+}
+
+#[job(name = "it.null.lookup")]
+async fn lookup(key: String) -> Result<Option<u32>, JobError> {
+    Ok((key == "known").then_some(7))
+}
+
+#[workflow(name = "it.null.maybe")]
+struct Maybe {
+    #[result]
+    lookup: Lookup,
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_unit_result_step_gives_the_run_a_unit_result(pool: PgPool) {
+    let worker = start_worker(&pool).await;
+    let run = Unit {
+        first: First {},
+        last: Nothing {},
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap();
+    let result: () = run
+        .result(&pool, Wait::up_to(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(result, ());
+    assert_eq!(run.status(&pool).await.unwrap().as_str(), "SUCCEEDED");
+    worker.shutdown().await.unwrap();
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn an_ok_none_result_step_gives_the_run_a_none_result(pool: PgPool) {
+    let worker = start_worker(&pool).await;
+    let unknown = Maybe {
+        lookup: Lookup {
+            key: "unknown".into(),
+        },
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap();
+    let known = Maybe {
+        lookup: Lookup {
+            key: "known".into(),
+        },
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap();
+    let wait = Wait::up_to(Duration::from_secs(30));
+    assert_eq!(unknown.result(&pool, wait).await.unwrap(), None);
+    assert_eq!(known.result(&pool, wait).await.unwrap(), Some(7));
+    worker.shutdown().await.unwrap();
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_job_returning_none_reports_its_output_as_some_none(pool: PgPool) {
+    let worker = start_worker(&pool).await;
+    let job = Lookup {
+        key: "unknown".into(),
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap();
+    let output = crate::support::eventually("the lookup to succeed", || async {
+        job.output(&pool).await.unwrap()
+    })
+    .await;
+    assert_eq!(output, None, "succeeded, with `None` as its output");
+    worker.shutdown().await.unwrap();
+}

@@ -1,0 +1,13 @@
+use runledger::prelude::*;
+
+#[derive(serde::Serialize)]
+struct Summary {
+    words: usize,
+}
+
+#[job(name = "texts.summarize")]
+async fn summarize(text: String) -> Result<Summary, JobError> {
+    Ok(Summary { words: text.split_whitespace().count() })
+}
+
+fn main() {}

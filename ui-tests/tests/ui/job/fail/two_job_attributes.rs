@@ -1,0 +1,10 @@
+use runledger::prelude::*;
+
+#[job(name = "emails.send")]
+#[job(name = "emails.deliver")]
+async fn send_email(to: String) -> Result<(), JobError> {
+    let _ = to;
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,17 @@
+use runledger::prelude::*;
+
+#[job] async fn crawl(url: String) -> Result<String, JobError> { Ok(url) }
+
+#[derive(serde::Serialize)]
+struct Verdict {
+    approved: bool,
+}
+
+#[workflow(name = "docs.review")]
+struct Review {
+    crawl: Crawl,
+    #[after(crawl)]
+    approval: External<Verdict>,
+}
+
+fn main() {}

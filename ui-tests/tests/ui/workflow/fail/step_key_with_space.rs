@@ -1,0 +1,11 @@
+use runledger::prelude::*;
+
+#[job] async fn crawl(url: String) -> Result<String, JobError> { Ok(url) }
+
+#[workflow(name = "profiles.research")]
+struct Research {
+    #[step(key = "fetch page")]
+    crawl: Crawl,
+}
+
+fn main() {}
