@@ -9,7 +9,9 @@ use runledger::prelude::*;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
-use crate::support::{eventually, job_state, prepare, start_worker};
+use runledger::testing::{DrainOptions, drain, drain_with, prepare};
+
+use crate::support::{eventually, job_state, start_worker};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Summary {
@@ -58,7 +60,7 @@ async fn flaky(ctx: JobContext) -> Result<u32, Upstream> {
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn typed_job_enqueued_in_a_rolled_back_transaction_leaves_nothing(pool: PgPool) {
-    prepare(&pool).await;
+    prepare(&pool).await.unwrap();
     let mut tx = pool.begin().await.unwrap();
     let job = Add { a: 1, b: 2 }.enqueue(&mut *tx).await.unwrap();
     tx.rollback().await.unwrap();
@@ -80,32 +82,29 @@ async fn typed_job_enqueued_in_a_rolled_back_transaction_leaves_nothing(pool: Pg
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn typed_outputs_are_stored_and_read_back_typed(pool: PgPool) {
-    let worker = start_worker(&pool).await;
+    prepare(&pool).await.unwrap();
     let job = Summarize {
         text: "durable jobs on postgres".into(),
     }
     .enqueue(&pool)
     .await
     .unwrap();
-    let summary = eventually("the summary", || async { job.output(&pool).await.unwrap() }).await;
+    let sum = Add { a: 40, b: 2 }.enqueue(&pool).await.unwrap();
+    assert_eq!(job.output(&pool).await.unwrap(), None, "not run yet");
+    assert_eq!(drain(&pool).await.unwrap().succeeded(), 2);
     assert_eq!(
-        summary,
+        job.output(&pool).await.unwrap().unwrap(),
         Summary {
             words: 4,
             longest: "postgres".into()
         }
     );
-    let sum = Add { a: 40, b: 2 }.enqueue(&pool).await.unwrap();
-    assert_eq!(
-        eventually("the sum", || async { sum.output(&pool).await.unwrap() }).await,
-        42
-    );
-    worker.shutdown().await.unwrap();
+    assert_eq!(sum.output(&pool).await.unwrap(), Some(42));
 }
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn job_attribute_values_become_the_definition(pool: PgPool) {
-    prepare(&pool).await;
+    prepare(&pool).await.unwrap();
     let definition = runledger::engine::postgres::jobs::get_job_definition(&pool, "it.summarize")
         .await
         .unwrap()
@@ -117,7 +116,7 @@ async fn job_attribute_values_become_the_definition(pool: PgPool) {
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn enqueue_options_and_batches(pool: PgPool) {
-    prepare(&pool).await;
+    prepare(&pool).await.unwrap();
     let org = uuid::Uuid::now_v7();
     let options = EnqueueOptions::new()
         .idempotency_key("add:1")
@@ -162,7 +161,7 @@ async fn enqueue_options_and_batches(pool: PgPool) {
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn job_errors_retry_or_dead_letter_with_their_codes(pool: PgPool) {
-    let worker = start_worker(&pool).await;
+    prepare(&pool).await.unwrap();
     let refused = Refuse {
         reason: "no such mailbox".into(),
     }
@@ -170,11 +169,19 @@ async fn job_errors_retry_or_dead_letter_with_their_codes(pool: PgPool) {
     .await
     .unwrap();
     let flaky = Flaky {}.enqueue(&pool).await.unwrap();
-    let refused_state = eventually("the refused job to end", || async {
-        let state = job_state(&pool, refused.id()).await;
-        (state.0 == "DEAD_LETTERED").then_some(state)
-    })
-    .await;
+    // The first pass dead-letters `refused` and schedules a retry of `flaky`; its backoff is
+    // skipped, so the retry runs without waiting.
+    let hour = std::time::Duration::from_secs(3_600);
+    let report = drain_with(&pool, DrainOptions::new().include_delayed_for(hour))
+        .await
+        .unwrap();
+    assert_eq!(report.passes, 2);
+    assert_eq!(
+        (report.dead_lettered(), report.retried(), report.succeeded()),
+        (1, 1, 1)
+    );
+    let refused_state = job_state(&pool, refused.id()).await;
+    assert_eq!(refused_state.0, "DEAD_LETTERED");
     assert_eq!(refused_state.1.as_deref(), Some("it.refused"));
     let attempts: i64 =
         sqlx::query_scalar("SELECT count(*) FROM runledger.job_attempts WHERE job_id = $1")
@@ -185,11 +192,7 @@ async fn job_errors_retry_or_dead_letter_with_their_codes(pool: PgPool) {
     assert_eq!(attempts, 1, "a terminal error is not retried");
 
     // The `?`-converted error is retryable: the second attempt succeeds.
-    let output = eventually("the flaky job to succeed", || async {
-        flaky.output(&pool).await.unwrap()
-    })
-    .await;
-    assert_eq!(output, 2);
+    assert_eq!(flaky.output(&pool).await.unwrap(), Some(2));
     let codes: Vec<Option<String>> = sqlx::query_scalar(
         "SELECT error_code FROM runledger.job_attempts WHERE job_id = $1 ORDER BY attempt",
     )
@@ -198,7 +201,6 @@ async fn job_errors_retry_or_dead_letter_with_their_codes(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(codes, vec![Some("job.handler_error".to_owned()), None]);
-    worker.shutdown().await.unwrap();
 }
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]

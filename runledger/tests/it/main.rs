@@ -10,5 +10,6 @@ mod jobs;
 mod results;
 mod schedules;
 mod support;
+mod testing;
 mod worker;
 mod workflows;

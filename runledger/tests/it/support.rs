@@ -28,16 +28,6 @@ pub(crate) async fn start_worker(pool: &PgPool) -> RunningWorker {
         .unwrap()
 }
 
-/// Syncs definitions without starting loops.
-pub(crate) async fn prepare(pool: &PgPool) {
-    Worker::builder(pool)
-        .build()
-        .unwrap()
-        .prepare()
-        .await
-        .unwrap();
-}
-
 /// Polls `probe` until it returns `Some`, failing after [`WAIT`].
 pub(crate) async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
 where
