@@ -14,7 +14,7 @@ use sqlx::{Acquire, Postgres};
 use uuid::Uuid;
 
 use crate::engine::core::jobs::{self as engine_jobs, JobId, JobStatus, JobType};
-use crate::engine::postgres::jobs::{JobEnqueue, enqueue_jobs, get_job_by_id};
+use crate::engine::postgres::jobs::{JobEnqueue, TenantScope, enqueue_jobs, get_job_by_id};
 use crate::error::{Error, JobError};
 use crate::workflow::Step;
 
@@ -162,8 +162,10 @@ where
     let enqueued = enqueue_jobs(executor, &requests).await?;
     Ok(enqueued
         .into_iter()
-        .map(|job| JobHandle {
+        .zip(payloads)
+        .map(|(job, (_, options))| JobHandle {
             id: job.id,
+            organization_id: options.organization_id,
             created: job.created,
             _job: PhantomData,
         })
@@ -263,10 +265,12 @@ impl EnqueueOptions {
     }
 }
 
-/// A typed reference to an enqueued job.
+/// A typed reference to an enqueued job, seen in the scope of the job's organization: reads
+/// through a handle never see another organization's job (it is reported as not found).
 #[derive(Debug)]
 pub struct JobHandle<J> {
     id: JobId,
+    organization_id: Option<Uuid>,
     created: bool,
     _job: PhantomData<fn() -> J>,
 }
@@ -280,10 +284,13 @@ impl<J> Clone for JobHandle<J> {
 impl<J> Copy for JobHandle<J> {}
 
 impl<J: Job> JobHandle<J> {
-    /// A handle on an existing job, e.g. an id stored by the caller.
-    pub fn from_id(id: JobId) -> Self {
+    /// A handle on an existing job (e.g. an id stored by the caller) in the scope of
+    /// `organization_id` (`None`: jobs without organization), as for
+    /// [`WorkflowHandle::from_id`](crate::WorkflowHandle::from_id).
+    pub fn from_id(id: JobId, organization_id: Option<Uuid>) -> Self {
         Self {
             id,
+            organization_id,
             created: true,
             _job: PhantomData,
         }
@@ -299,7 +306,8 @@ impl<J: Job> JobHandle<J> {
         self.created
     }
 
-    /// The job's current status (`job.not_found` when it does not exist).
+    /// The job's current status (`job.not_found` when it does not exist in the handle's
+    /// organization).
     pub async fn status<'e>(
         &self,
         executor: impl sqlx::PgExecutor<'e>,
@@ -333,11 +341,15 @@ impl<J: Job> JobHandle<J> {
         &self,
         executor: impl sqlx::PgExecutor<'e>,
     ) -> Result<crate::engine::postgres::jobs::JobRecord, Error> {
-        get_job_by_id(executor, self.id)
-            .await?
-            .ok_or(Error::Database(
-                crate::engine::postgres::Error::JobNotFound { job_id: self.id },
-            ))
+        get_job_by_id(
+            executor,
+            self.id,
+            TenantScope::from_organization(self.organization_id),
+        )
+        .await?
+        .ok_or(Error::Database(
+            crate::engine::postgres::Error::JobNotFound { job_id: self.id },
+        ))
     }
 }
 

@@ -2,6 +2,7 @@
 //! runs. All objects live in the `runledger` schema.
 
 mod error;
+mod input;
 pub mod jobs;
 mod schema;
 mod types;

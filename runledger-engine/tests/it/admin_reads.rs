@@ -1,6 +1,7 @@
 //! Operator reads: job filters and counts, job detail, logs written through the context,
 //! runtime configs, per-type metrics and workflow progress.
 
+use runledger_engine::postgres::jobs::TenantScope;
 use std::sync::Arc;
 
 use runledger_engine::core::jobs::{
@@ -123,7 +124,7 @@ async fn job_detail_gathers_attempts_events_dead_letters_and_logs(pool: PgPool) 
     .unwrap();
     dead_letter(&pool, &job).await;
 
-    let detail = get_job_detail(&pool, job_id)
+    let detail = get_job_detail(&pool, job_id, TenantScope::Admin)
         .await
         .unwrap()
         .expect("job exists");
@@ -141,10 +142,14 @@ async fn job_detail_gathers_attempts_events_dead_letters_and_logs(pool: PgPool) 
     assert_eq!(detail.logs[1].fields, json!({"code": 554}));
 
     assert!(
-        get_job_detail(&pool, runledger_engine::core::jobs::JobId::new_v7())
-            .await
-            .unwrap()
-            .is_none()
+        get_job_detail(
+            &pool,
+            runledger_engine::core::jobs::JobId::new_v7(),
+            TenantScope::Admin
+        )
+        .await
+        .unwrap()
+        .is_none()
     );
 }
 
@@ -157,9 +162,14 @@ async fn list_job_logs_pages_forward_and_tails(pool: PgPool) {
         .collect();
     assert_eq!(append_job_logs(&pool, &lines).await.unwrap(), 5);
 
-    let first = list_job_logs(&pool, job_id, &JobLogListFilter::new().limit(2))
-        .await
-        .unwrap();
+    let first = list_job_logs(
+        &pool,
+        job_id,
+        TenantScope::Admin,
+        &JobLogListFilter::new().limit(2),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         first.iter().map(|l| l.message.as_str()).collect::<Vec<_>>(),
         ["line 0", "line 1"]
@@ -167,14 +177,20 @@ async fn list_job_logs_pages_forward_and_tails(pool: PgPool) {
     let next = list_job_logs(
         &pool,
         job_id,
+        TenantScope::Admin,
         &JobLogListFilter::new().after_id(first[1].id).limit(2),
     )
     .await
     .unwrap();
     assert_eq!(next[0].message, "line 2");
-    let tail = list_job_logs(&pool, job_id, &JobLogListFilter::tail(2))
-        .await
-        .unwrap();
+    let tail = list_job_logs(
+        &pool,
+        job_id,
+        TenantScope::Admin,
+        &JobLogListFilter::tail(2),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         tail.iter().map(|l| l.message.as_str()).collect::<Vec<_>>(),
         ["line 3", "line 4"]
@@ -212,7 +228,7 @@ async fn lines_a_handler_logs_through_its_context_are_stored_with_the_attempt(po
 
     assert_eq!(worker.run_once().await.unwrap().succeeded, 1);
 
-    let logs = list_job_logs(&pool, job_id, &JobLogListFilter::new())
+    let logs = list_job_logs(&pool, job_id, TenantScope::Admin, &JobLogListFilter::new())
         .await
         .unwrap();
     assert_eq!(logs.len(), 2);

@@ -1,6 +1,7 @@
 //! Enqueue: defaults and overrides, validation, batches, idempotency keys, transactions and the
 //! wake-up notification.
 
+use runledger_engine::postgres::jobs::TenantScope;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -451,7 +452,12 @@ async fn enqueue_inside_a_rolled_back_transaction_leaves_no_job(pool: PgPool) {
     assert!(claim(&pool, WORKER, 10).await.is_empty());
     tx.rollback().await.unwrap();
 
-    assert_eq!(get_job_by_id(&pool, enqueued.id).await.unwrap(), None);
+    assert_eq!(
+        get_job_by_id(&pool, enqueued.id, TenantScope::Admin)
+            .await
+            .unwrap(),
+        None
+    );
     assert_eq!(count_jobs(&pool).await, 0);
 }
 

@@ -1,5 +1,6 @@
 //! The Supervisor with real handlers: outcomes, limits, shutdown, observers, recovery.
 
+use runledger_engine::postgres::jobs::TenantScope;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -44,10 +45,15 @@ async fn supervisor_runs_a_job_to_success_and_stores_its_output(pool: PgPool) {
     wait_for_status(&pool, "SUCCEEDED", 1, WAIT).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
-    let record = get_job_by_id(&pool, job).await.unwrap().unwrap();
+    let record = get_job_by_id(&pool, job, TenantScope::Admin)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.status, JobStatus::Succeeded);
     assert_eq!(record.output, Some(json!({"doubled": 42})));
-    let attempts = list_job_attempts(&pool, job).await.unwrap();
+    let attempts = list_job_attempts(&pool, job, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].worker_id, "w-success");
 }
@@ -89,7 +95,9 @@ async fn retryable_failure_is_retried_then_succeeds(pool: PgPool) {
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
     assert_eq!(calls.load(Ordering::SeqCst), 3);
-    let attempts = list_job_attempts(&pool, job).await.unwrap();
+    let attempts = list_job_attempts(&pool, job, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts.len(), 3);
     assert_eq!(attempts[0].error_code.as_deref(), Some("flaky.again"));
 }
@@ -120,7 +128,10 @@ async fn job_failing_every_attempt_is_dead_lettered_after_max_attempts(pool: PgP
     wait_for_status(&pool, "DEAD_LETTERED", 1, WAIT).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
-    let record = get_job_by_id(&pool, job).await.unwrap().unwrap();
+    let record = get_job_by_id(&pool, job, TenantScope::Admin)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.attempts_used, 2);
     assert_eq!(record.payload, json!({"keep": "me"}));
 }
@@ -151,7 +162,9 @@ async fn handler_exceeding_its_timeout_fails_with_timeout_and_is_retried(pool: P
     wait_for_status(&pool, "SUCCEEDED", 1, WAIT).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
-    let attempts = list_job_attempts(&pool, job).await.unwrap();
+    let attempts = list_job_attempts(&pool, job, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts.len(), 2);
     assert_eq!(
         attempts[0].failure_kind,
@@ -186,7 +199,9 @@ async fn panicking_job_is_dead_lettered_and_other_jobs_still_run(pool: PgPool) {
     wait_for_status(&pool, "DEAD_LETTERED", 1, WAIT).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
-    let attempts = list_job_attempts(&pool, bad).await.unwrap();
+    let attempts = list_job_attempts(&pool, bad, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(
         attempts[0].failure_kind,
         Some(runledger_engine::core::jobs::JobFailureKind::Panicked)
@@ -524,7 +539,10 @@ async fn a_lost_lease_stops_the_handler_and_is_reported(pool: PgPool) {
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
     assert_eq!(*lost.0.lock().unwrap(), vec![job]);
-    let record = get_job_by_id(&pool, job).await.unwrap().unwrap();
+    let record = get_job_by_id(&pool, job, TenantScope::Admin)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         record.worker_id.as_deref(),
         Some("thief"),
@@ -548,7 +566,10 @@ async fn worker_claims_only_the_job_types_it_has_handlers_for(pool: PgPool) {
     wait_for_status(&pool, "SUCCEEDED", 5, WAIT).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
-    let record = get_job_by_id(&pool, foreign).await.unwrap().unwrap();
+    let record = get_job_by_id(&pool, foreign, TenantScope::Admin)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.status, JobStatus::Pending);
     assert_eq!(record.attempt, 0);
 }

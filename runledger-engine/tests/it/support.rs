@@ -1,5 +1,6 @@
 //! Factories shared by the integration tests.
 
+use runledger_engine::postgres::jobs::TenantScope;
 use std::time::Duration;
 
 use runledger_engine::core::jobs::JobId;
@@ -198,7 +199,7 @@ pub(crate) async fn job(
     pool: &PgPool,
     job_id: JobId,
 ) -> runledger_engine::postgres::jobs::JobRecord {
-    runledger_engine::postgres::jobs::get_job_by_id(pool, job_id)
+    runledger_engine::postgres::jobs::get_job_by_id(pool, job_id, TenantScope::Admin)
         .await
         .unwrap()
         .expect("job exists")
@@ -246,7 +247,7 @@ pub(crate) async fn event_types(
     pool: &PgPool,
     job_id: JobId,
 ) -> Vec<runledger_engine::core::jobs::JobEventType> {
-    runledger_engine::postgres::jobs::list_job_events(pool, job_id)
+    runledger_engine::postgres::jobs::list_job_events(pool, job_id, TenantScope::Admin)
         .await
         .unwrap()
         .into_iter()

@@ -1,6 +1,7 @@
 //! Typed jobs: enqueue (in a transaction, in batches, with options), outputs, errors, and bad
 //! payloads.
 
+use runledger::engine::postgres::jobs::TenantScope;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -62,9 +63,10 @@ async fn typed_job_enqueued_in_a_rolled_back_transaction_leaves_nothing(pool: Pg
     let mut tx = pool.begin().await.unwrap();
     let job = Add { a: 1, b: 2 }.enqueue(&mut *tx).await.unwrap();
     tx.rollback().await.unwrap();
-    let found = runledger::engine::postgres::jobs::get_job_by_id(&pool, job.id())
-        .await
-        .unwrap();
+    let found =
+        runledger::engine::postgres::jobs::get_job_by_id(&pool, job.id(), TenantScope::Admin)
+            .await
+            .unwrap();
     assert!(found.is_none(), "the rolled-back job must not exist");
     let count: i64 = sqlx::query_scalar("SELECT count(*) FROM runledger.job_queue")
         .fetch_one(&pool)
@@ -140,10 +142,11 @@ async fn enqueue_options_and_batches(pool: PgPool) {
         .unwrap_err();
     assert_eq!(conflict.code(), "job.idempotency_conflict");
 
-    let record = runledger::engine::postgres::jobs::get_job_by_id(&pool, first.id())
-        .await
-        .unwrap()
-        .unwrap();
+    let record =
+        runledger::engine::postgres::jobs::get_job_by_id(&pool, first.id(), TenantScope::Admin)
+            .await
+            .unwrap()
+            .unwrap();
     assert_eq!(record.priority, 9);
     assert_eq!(record.organization_id, Some(org));
     assert!(record.next_run_at > chrono::Utc::now() + chrono::Duration::minutes(59));

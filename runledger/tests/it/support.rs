@@ -1,5 +1,6 @@
 //! Shared setup: a fast worker and deadline-bounded waits.
 
+use runledger::engine::postgres::jobs::TenantScope;
 use std::time::{Duration, Instant};
 
 use runledger::engine::runtime::config::JobsConfig;
@@ -59,7 +60,7 @@ pub(crate) async fn job_state(
     pool: &PgPool,
     id: runledger::engine::core::jobs::JobId,
 ) -> (String, Option<String>) {
-    let record = runledger::engine::postgres::jobs::get_job_by_id(pool, id)
+    let record = runledger::engine::postgres::jobs::get_job_by_id(pool, id, TenantScope::Admin)
         .await
         .unwrap()
         .unwrap();

@@ -26,13 +26,21 @@ pub enum IdentifierError {
         /// The limit.
         max: usize,
     },
+    /// The identifier contains a NUL character, which PostgreSQL cannot store.
+    #[error("{kind} must not contain the NUL character")]
+    NulCharacter {
+        /// Which identifier kind was rejected.
+        kind: &'static str,
+    },
 }
 
 impl IdentifierError {
     /// Stable error code, e.g. `job.invalid_job_type`.
     pub fn code(&self) -> &'static str {
         let kind = match self {
-            Self::Blank { kind } | Self::TooLong { kind, .. } => *kind,
+            Self::Blank { kind } | Self::TooLong { kind, .. } | Self::NulCharacter { kind } => {
+                *kind
+            }
         };
         match kind {
             JobType::KIND => "job.invalid_job_type",
@@ -55,6 +63,9 @@ pub(crate) fn validate_identifier(kind: &'static str, value: &str) -> Result<(),
             max: MAX_IDENTIFIER_CHARS,
         });
     }
+    if !super::limits::is_storable_text(value) {
+        return Err(IdentifierError::NulCharacter { kind });
+    }
     Ok(())
 }
 
@@ -75,8 +86,8 @@ macro_rules! identifier {
                 Self(Cow::Borrowed(value))
             }
 
-            /// Wraps a string after checking it is not blank and not longer than
-            /// [`MAX_IDENTIFIER_CHARS`].
+            /// Wraps a string after checking it is not blank, not longer than
+            /// [`MAX_IDENTIFIER_CHARS`] and free of NUL characters.
             pub fn try_new(value: impl Into<Cow<'a, str>>) -> Result<Self, IdentifierError> {
                 let value = value.into();
                 validate_identifier(Self::KIND, &value)?;
@@ -190,6 +201,10 @@ mod tests {
         assert_eq!(err.code(), "workflow.invalid_workflow_type");
         assert!(err.to_string().contains("at most 255"));
         assert!(JobType::try_new("x".repeat(MAX_IDENTIFIER_CHARS)).is_ok());
+        assert_eq!(
+            JobType::try_new("emails\0send").unwrap_err().code(),
+            "job.invalid_job_type"
+        );
     }
 
     #[test]

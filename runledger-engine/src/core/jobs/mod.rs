@@ -3,6 +3,7 @@
 mod handler;
 mod identifiers;
 mod ids;
+pub mod limits;
 mod logs;
 mod status;
 mod workflow;
@@ -21,5 +22,5 @@ pub use status::{
 pub use workflow::{
     WorkflowDagBuilder, WorkflowDependencyCondition, WorkflowRunEnqueue, WorkflowRunEnqueueBuilder,
     WorkflowStepDependency, WorkflowStepEnqueue, WorkflowStepEnqueueBuilder, WorkflowStepKind,
-    WorkflowValidationError, canonical_steps, validate_steps,
+    WorkflowValidationError, canonical_steps, check_step_organizations, validate_steps,
 };

@@ -1,0 +1,390 @@
+//! Persisting outcomes: successes in batches (one lease-fenced statement per batch), failures
+//! one by one, retried while the database is unreachable and the lease may still hold.
+//!
+//! One success PostgreSQL cannot store never costs the rest of its batch. Outputs are checked
+//! in Rust before the statement (the same walk serialization does anyway), and a refused
+//! output fails its own job with `job.output_invalid`. Should the batch statement still be
+//! refused for anything but a lost connection, its rows are written one by one to isolate the
+//! culprit: that path costs nothing while no row is bad.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::{Backoff, Finished, Inner};
+use crate::core::jobs::limits::check_json;
+use crate::core::jobs::{JobFailure, JobId, JobStatus};
+use crate::postgres::Error;
+use crate::postgres::jobs::{
+    JobLease, JobSuccess, TenantScope, complete_job_failure, complete_jobs_success, get_job_by_id,
+};
+use crate::runtime::observer::{
+    JobCompletionPersistFailedEvent, JobCompletionPersistenceOperation, JobFailedEvent,
+    JobSucceededEvent, LifecycleEvent, ObservedJob,
+};
+use crate::runtime::tasks::TaskSpawner;
+
+/// What persisting a batch of successes did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Persisted {
+    /// Successes committed.
+    pub(super) succeeded: usize,
+    /// Successes turned into recorded failures (their output could not be stored).
+    pub(super) failed: usize,
+    /// Outcomes not recorded (lease lost, or the database stayed unreachable).
+    pub(super) not_recorded: usize,
+}
+
+/// How a batch statement ended.
+enum Written {
+    /// Committed; the ids of the rows whose lease still held.
+    Committed(HashSet<JobId>),
+    /// Refused for a reason other than a lost connection (a row PostgreSQL cannot take).
+    Refused(Error),
+    /// The database stayed unreachable until the lease ran out or the hard stop fired.
+    GaveUp,
+}
+
+impl Inner {
+    /// Collects finished handlers into batches and persists each batch in a task of the
+    /// worker's tree, at most `flushes_in_flight` at once.
+    pub(super) async fn completer_loop(
+        self: Arc<Self>,
+        mut finished: mpsc::UnboundedReceiver<Finished>,
+        tasks: TaskSpawner,
+        hard_stop: CancellationToken,
+    ) {
+        let mut flushes = JoinSet::new();
+        let mut open = true;
+        while open {
+            let Some(first) = finished.recv().await else {
+                break;
+            };
+            let mut batch = vec![first];
+            let deadline = tokio::time::Instant::now() + self.config.completion_flush_interval;
+            while batch.len() < self.config.completion_batch_size {
+                match tokio::time::timeout_at(deadline, finished.recv()).await {
+                    Ok(Some(done)) => batch.push(done),
+                    Ok(None) => {
+                        open = false;
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            while flushes.len() >= self.config.flushes_in_flight {
+                let _ = flushes.join_next().await;
+            }
+            let (inner, hard_stop) = (Arc::clone(&self), hard_stop.clone());
+            flushes.spawn(
+                tasks.cancellable(
+                    async move {
+                        let (successes, failures): (Vec<_>, Vec<_>) =
+                            batch.into_iter().partition(|done| done.outcome.is_ok());
+                        inner.persist_successes(successes, &hard_stop).await;
+                        for failure in failures {
+                            inner.persist_failure(failure, &hard_stop).await;
+                        }
+                    }
+                    .in_current_span(),
+                ),
+            );
+        }
+        while flushes.join_next().await.is_some() {}
+    }
+
+    /// Commits a batch of successes in one statement. Outputs that cannot be stored fail their
+    /// own jobs first; a statement refused for another reason than a lost connection is redone
+    /// row by row.
+    pub(super) async fn persist_successes(
+        &self,
+        batch: Vec<Finished>,
+        hard_stop: &CancellationToken,
+    ) -> Persisted {
+        let mut persisted = Persisted::default();
+        let mut storable = Vec::with_capacity(batch.len());
+        for done in batch {
+            match unstorable_output(&done) {
+                None => storable.push(done),
+                Some(failure) => {
+                    persisted.record_failure(
+                        self.persist_failure(done.failed(failure), hard_stop).await,
+                    );
+                }
+            }
+        }
+        if storable.is_empty() {
+            return persisted;
+        }
+        match self.write_successes(&storable, hard_stop).await {
+            (Written::Committed(completed), retried) => {
+                for done in storable {
+                    let ok = completed.contains(&done.job.job_id)
+                        || (retried && self.already_succeeded(&done.job).await);
+                    persisted.record_success(self.report_success(done, ok));
+                }
+            }
+            (Written::GaveUp, _) => {
+                for done in storable {
+                    persisted.record_success(self.report_success(done, false));
+                }
+            }
+            (Written::Refused(err), _) => {
+                tracing::warn!(code = err.code(), error = %err.internal_message(), jobs = storable.len(), "a batch of successes was refused; writing them one by one");
+                for done in storable {
+                    let outcome = self.persist_success_alone(done, hard_stop).await;
+                    persisted.add(outcome);
+                }
+            }
+        }
+        persisted
+    }
+
+    /// Writes one success on its own; a value PostgreSQL refuses fails the job with
+    /// `job.output_invalid` instead.
+    async fn persist_success_alone(
+        &self,
+        done: Finished,
+        hard_stop: &CancellationToken,
+    ) -> Persisted {
+        let mut persisted = Persisted::default();
+        match self
+            .write_successes(std::slice::from_ref(&done), hard_stop)
+            .await
+        {
+            (Written::Committed(completed), retried) => {
+                let ok = completed.contains(&done.job.job_id)
+                    || (retried && self.already_succeeded(&done.job).await);
+                persisted.record_success(self.report_success(done, ok));
+            }
+            (Written::Refused(Error::Query(err)), _) if err.is_rejected_value() => {
+                tracing::warn!(job.id = %done.job.job_id, error = %err.internal_message(), "PostgreSQL refused the output; failing the job");
+                let failure = JobFailure::terminal(
+                    "job.output_invalid",
+                    "PostgreSQL refused to store the handler's output",
+                );
+                persisted
+                    .record_failure(self.persist_failure(done.failed(failure), hard_stop).await);
+            }
+            (Written::Refused(err), _) => {
+                tracing::warn!(job.id = %done.job.job_id, code = err.code(), error = %err.internal_message(), "success not recorded");
+                self.report_not_recorded(
+                    done,
+                    err.code(),
+                    JobCompletionPersistenceOperation::Success,
+                );
+                persisted.not_recorded += 1;
+            }
+            (Written::GaveUp, _) => {
+                persisted.record_success(self.report_success(done, false));
+            }
+        }
+        persisted
+    }
+
+    /// Runs the batch statement, retrying while the database is unreachable and the leases
+    /// may still hold. Also tells whether it was retried (the first try may have committed
+    /// unseen).
+    async fn write_successes(
+        &self,
+        batch: &[Finished],
+        hard_stop: &CancellationToken,
+    ) -> (Written, bool) {
+        let rows: Vec<JobSuccess> = batch
+            .iter()
+            .map(|done| JobSuccess {
+                job_id: done.job.job_id,
+                attempt: done.job.attempt,
+                output: done.outcome.as_ref().ok().and_then(|c| c.output.clone()),
+            })
+            .collect();
+        let give_up_at = Instant::now() + self.config.lease_ttl;
+        let mut backoff = Backoff::default();
+        let mut retried = false;
+        loop {
+            match complete_jobs_success(&self.pool, &self.config.worker_id, &rows).await {
+                Ok(ids) => return (Written::Committed(ids.into_iter().collect()), retried),
+                Err(err) if !is_transient(&err) => return (Written::Refused(err), retried),
+                Err(err) => {
+                    tracing::warn!(code = err.code(), error = %err.internal_message(), jobs = rows.len(), "persisting successes failed; retrying");
+                    if hard_stop.is_cancelled() || Instant::now() >= give_up_at {
+                        return (Written::GaveUp, true);
+                    }
+                    retried = true;
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff.next_delay()) => {}
+                        () = hard_stop.cancelled() => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reports a success that was (or was not) committed; returns whether it was.
+    fn report_success(&self, done: Finished, committed: bool) -> bool {
+        self.untrack(done.job.job_id);
+        if committed {
+            self.observers
+                .emit(LifecycleEvent::Succeeded(JobSucceededEvent {
+                    job: done.job,
+                    duration: done.duration,
+                }));
+        } else {
+            tracing::warn!(job.id = %done.job.job_id, "success not recorded: lease no longer held");
+            self.report_not_recorded(
+                done,
+                "job.lease_owner_mismatch",
+                JobCompletionPersistenceOperation::Success,
+            );
+        }
+        committed
+    }
+
+    fn report_not_recorded(
+        &self,
+        done: Finished,
+        code: &str,
+        operation: JobCompletionPersistenceOperation,
+    ) {
+        self.untrack(done.job.job_id);
+        self.observers.emit(LifecycleEvent::PersistFailed(
+            JobCompletionPersistFailedEvent {
+                job: done.job,
+                operation,
+                error_code: code.to_owned(),
+            },
+        ));
+    }
+
+    async fn already_succeeded(&self, job: &ObservedJob) -> bool {
+        matches!(
+            get_job_by_id(&self.pool, job.job_id, TenantScope::Admin).await,
+            Ok(Some(record)) if record.status == JobStatus::Succeeded && record.attempt == job.attempt
+        )
+    }
+
+    /// Commits one failure. Returns whether it was recorded.
+    pub(super) async fn persist_failure(
+        &self,
+        done: Finished,
+        hard_stop: &CancellationToken,
+    ) -> bool {
+        let Err(failure) = &done.outcome else {
+            return false;
+        };
+        let lease = JobLease {
+            job_id: done.job.job_id,
+            attempt: done.job.attempt,
+            worker_id: &self.config.worker_id,
+        };
+        let give_up_at = Instant::now() + self.config.lease_ttl;
+        let mut backoff = Backoff::default();
+        let result = loop {
+            match complete_job_failure(&self.pool, &lease, failure).await {
+                Err(err)
+                    if is_transient(&err)
+                        && !hard_stop.is_cancelled()
+                        && Instant::now() < give_up_at =>
+                {
+                    tracing::warn!(code = err.code(), error = %err.internal_message(), "persisting a failure failed; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff.next_delay()) => {}
+                        () = hard_stop.cancelled() => {}
+                    }
+                }
+                other => break other,
+            }
+        };
+        self.untrack(done.job.job_id);
+        match result {
+            Ok(disposition) => {
+                tracing::info!(code = %failure.code, kind = %failure.kind, ?disposition, "job attempt failed");
+                let Err(failure) = done.outcome else {
+                    return false;
+                };
+                self.observers.emit(LifecycleEvent::Failed(JobFailedEvent {
+                    job: done.job,
+                    kind: failure.kind,
+                    code: failure.code,
+                    message: failure.message,
+                    disposition,
+                }));
+                true
+            }
+            Err(err) => {
+                tracing::warn!(code = err.code(), error = %err.internal_message(), "failure not recorded");
+                self.report_not_recorded(
+                    done,
+                    err.code(),
+                    JobCompletionPersistenceOperation::Failure,
+                );
+                false
+            }
+        }
+    }
+}
+
+impl Finished {
+    /// The same attempt, ended with `failure` instead.
+    fn failed(self, failure: JobFailure) -> Self {
+        Self {
+            outcome: Err(failure),
+            ..self
+        }
+    }
+}
+
+impl Persisted {
+    fn record_success(&mut self, committed: bool) {
+        if committed {
+            self.succeeded += 1;
+        } else {
+            self.not_recorded += 1;
+        }
+    }
+
+    fn record_failure(&mut self, recorded: bool) {
+        if recorded {
+            self.failed += 1;
+        } else {
+            self.not_recorded += 1;
+        }
+    }
+
+    fn add(&mut self, other: Self) {
+        self.succeeded += other.succeeded;
+        self.failed += other.failed;
+        self.not_recorded += other.not_recorded;
+    }
+}
+
+/// The failure replacing a success whose output PostgreSQL could not store or a worker could
+/// not decode again, if so.
+fn unstorable_output(done: &Finished) -> Option<JobFailure> {
+    let output = done.outcome.as_ref().ok()?.output.as_ref()?;
+    let problem = check_json(output).err()?;
+    tracing::warn!(job.id = %done.job.job_id, %problem, "the handler's output cannot be stored; failing the job");
+    Some(JobFailure::terminal(
+        "job.output_invalid",
+        format!("the handler's output {problem}"),
+    ))
+}
+
+/// Whether the statement failed for a passing reason (the database could not be reached, a
+/// deadlock or serialization failure: SQLSTATE class 40) rather than because of what it
+/// carried; worth retrying while the lease holds.
+fn is_transient(err: &Error) -> bool {
+    let Error::Query(query) = err else {
+        return false;
+    };
+    query.is_connection_error()
+        || matches!(
+            query.source_error(),
+            sqlx::Error::Database(db) if db.code().is_some_and(|code| code.starts_with("40"))
+        )
+}
