@@ -10,7 +10,8 @@ use crate::engine::postgres::{ensure_schema_compatible, migrate};
 use crate::engine::runtime::catalog::{
     CatalogJobScheduleSpec, JobCatalog, JobCatalogDefinitionOverrides,
 };
-use crate::engine::runtime::config::JobsConfig;
+use crate::engine::runtime::config::{JobsConfig, check_pool_size};
+use crate::engine::runtime::worker::WorkerConfig;
 use crate::engine::runtime::{JobLifecycleObserver, Supervisor, SupervisorBuilder};
 use crate::error::Error;
 use crate::registry::{
@@ -247,12 +248,19 @@ fn overrides(job: &RegisteredJob) -> JobCatalogDefinitionOverrides {
     overrides
 }
 
-/// The runtime's own connections (claims, heartbeats, batched completions, LISTEN, step-output
-/// reads) plus a margin for handlers that use [`Worker::pool`]; capped so that a few worker
-/// processes stay within PostgreSQL's default `max_connections` (pass your own pool to
-/// [`Worker::builder`] to size it differently).
+/// The runtime's own connections (LISTEN, claims, batched completions, heartbeats, logs, the
+/// reaper and the scheduler) plus one per handler slot for handlers that use
+/// [`Worker::pool`]; capped at 50 so that a few worker processes stay within PostgreSQL's
+/// default `max_connections` (pass your own pool to [`Worker::builder`] to size it
+/// differently).
 fn pool_size(config: &JobsConfig) -> u32 {
-    config.max_global_concurrency.saturating_add(5).clamp(5, 50)
+    let loops = WorkerConfig::from_jobs_config(config)
+        .connections_used()
+        .saturating_add(2);
+    loops
+        .saturating_add(config.max_global_concurrency)
+        .min(50)
+        .max(loops)
 }
 
 fn read_seconds(variable: &'static str) -> Result<Option<u64>, Error> {
@@ -319,10 +327,12 @@ impl WorkerBuilder {
 
     /// Collects the registered jobs and schedules and checks the settings. Fails with
     /// `worker.duplicate_job` / `worker.duplicate_schedule` (naming both locations),
-    /// `worker.schedule_payload_invalid`, or a config code.
+    /// `worker.schedule_payload_invalid`, `config.pool_too_small` (a pool of fewer than two
+    /// connections: LISTEN would hold the only one), or another config code.
     pub fn build(self) -> Result<Worker, Error> {
         let config = self.config.unwrap_or_default();
         config.validate()?;
+        check_pool_size(&self.pool)?;
         Ok(Worker {
             pool: self.pool,
             config,

@@ -272,3 +272,28 @@ fn registered_jobs_are_found_through_inventory() {
     let summarize = jobs.iter().find(|j| j.name == "it.summarize").unwrap();
     assert!(summarize.location.file.ends_with("jobs.rs"));
 }
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_job_handle_sees_only_its_own_organizations_job(pool: PgPool) {
+    prepare(&pool).await;
+    let (tenant, intruder) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    let job = Add { a: 2, b: 3 }
+        .enqueue_with(&pool, EnqueueOptions::new().organization(tenant))
+        .await
+        .unwrap();
+    assert_eq!(job.status(&pool).await.unwrap().as_str(), "PENDING");
+
+    for scope in [Some(intruder), None] {
+        let foreign = runledger::JobHandle::<Add>::from_id(job.id(), scope);
+        assert_eq!(
+            foreign.status(&pool).await.unwrap_err().code(),
+            "job.not_found"
+        );
+        assert_eq!(
+            foreign.output(&pool).await.unwrap_err().code(),
+            "job.not_found"
+        );
+    }
+    let own = runledger::JobHandle::<Add>::from_id(job.id(), Some(tenant));
+    assert_eq!(own.status(&pool).await.unwrap().as_str(), "PENDING");
+}
