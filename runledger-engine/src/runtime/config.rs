@@ -205,10 +205,17 @@ impl JobsConfig {
             }
         };
         let defaults = Self::default();
-        let worker_id = lookup("JOBS_WORKER_ID")
-            .map(|id| id.trim().to_owned())
-            .filter(|id| !id.is_empty())
-            .unwrap_or(defaults.worker_id);
+        let worker_id = match lookup("JOBS_WORKER_ID").map(|id| id.trim().to_owned()) {
+            Some(id) if id.contains('\0') || id.chars().count() > 255 => {
+                return Err(JobsConfigError::InvalidEnvVar {
+                    variable: "JOBS_WORKER_ID",
+                    value: id,
+                    expected: "at most 255 characters without NUL",
+                });
+            }
+            Some(id) if !id.is_empty() => id,
+            _ => defaults.worker_id,
+        };
         let config = Self {
             worker_id,
             poll_interval: read("JOBS_POLL_INTERVAL_MS")?

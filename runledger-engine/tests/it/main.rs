@@ -14,6 +14,7 @@ mod definitions;
 mod enqueue;
 mod error_codes;
 mod hostile_input;
+mod properties;
 mod reads;
 mod recovery;
 mod runtime;
