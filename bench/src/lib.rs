@@ -1,5 +1,5 @@
-//! Helpers shared by the benchmark binaries (`runledger-bench`, `admin-reads`,
-//! `restart-check`).
+//! Helpers shared by the benchmark binaries (`runledger-bench`, `admin-reads`, `crash-soak`,
+//! `pg-chaos`).
 
 use sqlx::PgPool;
 

@@ -121,7 +121,9 @@ impl Inner {
         if storable.is_empty() {
             return persisted;
         }
-        match self.write_successes(&storable, hard_stop).await {
+        // One deadline for the batch, row-by-row retries included: past it the leases are gone.
+        let give_up_at = Instant::now() + self.config.lease_ttl;
+        match self.write_successes(&storable, give_up_at, hard_stop).await {
             (Written::Committed(completed), retried) => {
                 for done in storable {
                     let ok = completed.contains(&done.job.job_id)
@@ -137,7 +139,9 @@ impl Inner {
             (Written::Refused(err), _) => {
                 tracing::warn!(code = err.code(), error = %err.internal_message(), jobs = storable.len(), "a batch of successes was refused; writing them one by one");
                 for done in storable {
-                    let outcome = self.persist_success_alone(done, hard_stop).await;
+                    let outcome = self
+                        .persist_success_alone(done, give_up_at, hard_stop)
+                        .await;
                     persisted.add(outcome);
                 }
             }
@@ -150,11 +154,12 @@ impl Inner {
     async fn persist_success_alone(
         &self,
         done: Finished,
+        give_up_at: Instant,
         hard_stop: &CancellationToken,
     ) -> Persisted {
         let mut persisted = Persisted::default();
         match self
-            .write_successes(std::slice::from_ref(&done), hard_stop)
+            .write_successes(std::slice::from_ref(&done), give_up_at, hard_stop)
             .await
         {
             (Written::Committed(completed), retried) => {
@@ -187,12 +192,13 @@ impl Inner {
         persisted
     }
 
-    /// Runs the batch statement, retrying while the database is unreachable and the leases
-    /// may still hold. Also tells whether it was retried (the first try may have committed
-    /// unseen).
+    /// Runs the batch statement, retrying while the database is unreachable until
+    /// `give_up_at` (when the leases run out). Also tells whether it was retried (the first try
+    /// may have committed unseen).
     async fn write_successes(
         &self,
         batch: &[Finished],
+        give_up_at: Instant,
         hard_stop: &CancellationToken,
     ) -> (Written, bool) {
         let rows: Vec<JobSuccess> = batch
@@ -203,7 +209,6 @@ impl Inner {
                 output: done.outcome.as_ref().ok().and_then(|c| c.output.clone()),
             })
             .collect();
-        let give_up_at = Instant::now() + self.config.lease_ttl;
         let mut backoff = Backoff::default();
         let mut retried = false;
         loop {
@@ -375,9 +380,10 @@ fn unstorable_output(done: &Finished) -> Option<JobFailure> {
     ))
 }
 
-/// Whether the statement failed for a passing reason (the database could not be reached, a
-/// deadlock or serialization failure: SQLSTATE class 40) rather than because of what it
-/// carried; worth retrying while the lease holds.
+/// Whether the statement failed for a passing reason rather than because of what it carried:
+/// the database could not be reached or dropped the connection (SQLSTATE class 08, and class
+/// 57 as a restarting server sends it), or a deadlock or serialization failure (class 40).
+/// Worth retrying while the lease holds.
 fn is_transient(err: &Error) -> bool {
     let Error::Query(query) = err else {
         return false;
@@ -385,6 +391,8 @@ fn is_transient(err: &Error) -> bool {
     query.is_connection_error()
         || matches!(
             query.source_error(),
-            sqlx::Error::Database(db) if db.code().is_some_and(|code| code.starts_with("40"))
+            sqlx::Error::Database(db) if db.code().is_some_and(|code| {
+                ["08", "40", "57"].iter().any(|class| code.starts_with(class))
+            })
         )
 }
