@@ -10,8 +10,7 @@ use runledger_engine::core::jobs::{JobCompletion, JobFailure, JobLogLevel, JobLo
 use runledger_engine::postgres::jobs::{
     DeadLetterListFilter, JobDefinitionUpsert, JobEnqueue, JobFailureDisposition, JobListFilter,
     JobLogListFilter, TenantScope, append_job_logs, complete_job_failure, enqueue_job,
-    get_job_by_id, get_job_definition, list_dead_letters, list_job_logs, list_jobs,
-    upsert_job_definition,
+    get_job_definition, list_dead_letters, list_job_logs, list_jobs, upsert_job_definition,
 };
 use runledger_engine::postgres::{Error, ErrorCategory};
 use runledger_engine::runtime::observer::JobLifecycleObservers;

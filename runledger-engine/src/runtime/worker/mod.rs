@@ -2,11 +2,10 @@
 //! own task (timeouts and panics contained per job), heartbeat every lease in one statement,
 //! and flush outcomes in batches.
 //!
-//! One module per part: [`claim`] (the claim loops), [`execute`] (running one handler),
-//! [`heartbeat`], [`completer`] (persisting outcomes, isolating a row PostgreSQL refuses) and
-//! [`listener`] (LISTEN wake-ups). Every task a worker starts belongs to its
-//! [`TaskTree`](crate::runtime::tasks::TaskTree), so dropping [`Worker::run`]'s future stops
-//! them all.
+//! One module per part: `claim` (the claim loops), `execute` (running one handler),
+//! `heartbeat`, `completer` (persisting outcomes, isolating a row PostgreSQL refuses) and
+//! `listener` (LISTEN wake-ups). Every task a worker starts belongs to one task tree, so
+//! dropping [`Worker::run`]'s future stops them all.
 
 mod claim;
 mod completer;
