@@ -109,11 +109,16 @@ async fn dropping_a_supervisor_stops_every_task_it_started(pool: PgPool) {
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn a_shutdown_that_misses_its_deadline_still_stops_every_task(pool: PgPool) {
+    // A handler that blocks its thread between awaits, as careless code does: it cannot be
+    // dropped in the middle of a block, so the worker misses even the hard stop's grace and
+    // its loop is aborted.
     let catalog = JobCatalog::new().job(
         "stuck",
         handler("stuck", |_, _| async {
-            tokio::time::sleep(Duration::from_secs(3_600)).await;
-            Ok(JobCompletion::success())
+            loop {
+                std::thread::sleep(Duration::from_millis(800));
+                tokio::task::yield_now().await;
+            }
         }),
     );
     catalog.sync_definitions(&pool).await.unwrap();
