@@ -1,6 +1,5 @@
 //! Operator transitions (cancel, requeue) and the lease reaper.
 
-use runledger_engine::postgres::jobs::TenantScope;
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use runledger_engine::core::jobs::{
 };
 use runledger_engine::postgres::ErrorCategory;
 use runledger_engine::postgres::jobs::{
-    DeadLetterListFilter, JOB_QUEUE_CHANNEL, JobFailureDisposition, cancel_job,
+    DeadLetterListFilter, JOB_QUEUE_CHANNEL, JobFailureDisposition, TenantScope, cancel_job,
     complete_job_success, heartbeat_job, list_dead_letters, list_job_attempts, list_job_events,
     mark_job_running, reap_expired_leases, requeue_job,
 };

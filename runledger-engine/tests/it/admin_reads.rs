@@ -1,16 +1,16 @@
 //! Operator reads: job filters and counts, job detail, logs written through the context,
 //! runtime configs, per-type metrics and workflow progress.
 
-use runledger_engine::postgres::jobs::TenantScope;
 use std::sync::Arc;
 
 use runledger_engine::core::jobs::{
     JobCompletion, JobLogLevel, JobLogLine, JobStatus, WorkflowDagBuilder,
 };
 use runledger_engine::postgres::jobs::{
-    JobEnqueue, JobListFilter, JobLogListFilter, append_job_logs, count_jobs, enqueue_job,
-    enqueue_workflow_run, get_job_detail, get_job_metrics, get_job_runtime_config, list_job_logs,
-    list_job_runtime_configs, list_jobs, list_workflow_run_step_counts, upsert_job_runtime_config,
+    JobEnqueue, JobListFilter, JobLogListFilter, TenantScope, append_job_logs, count_jobs,
+    enqueue_job, enqueue_workflow_run, get_job_detail, get_job_metrics, get_job_runtime_config,
+    list_job_logs, list_job_runtime_configs, list_jobs, list_workflow_run_step_counts,
+    upsert_job_runtime_config,
 };
 use runledger_engine::runtime::observer::JobLifecycleObservers;
 use runledger_engine::runtime::registry::JobRegistry;

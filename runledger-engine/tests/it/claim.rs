@@ -1,7 +1,6 @@
 //! Claiming jobs and the lease protocol around a running attempt: heartbeats, the running mark
 //! and progress.
 
-use runledger_engine::postgres::jobs::TenantScope;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use runledger_engine::core::jobs::{
 };
 use runledger_engine::postgres::ErrorCategory;
 use runledger_engine::postgres::jobs::{
-    ClaimRequest, JobEnqueue, JobLease, JobSuccess, claim_jobs, complete_job_success,
+    ClaimRequest, JobEnqueue, JobLease, JobSuccess, TenantScope, claim_jobs, complete_job_success,
     complete_jobs_success, enqueue_job, enqueue_jobs, heartbeat_job, heartbeat_jobs,
     list_job_attempts, mark_job_running, set_job_definition_enabled, update_job_progress,
 };

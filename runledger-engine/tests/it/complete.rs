@@ -1,6 +1,5 @@
 //! Completing attempts: success, lease fencing, retries with backoff, and dead-lettering.
 
-use runledger_engine::postgres::jobs::TenantScope;
 use std::collections::HashSet;
 
 use chrono::Utc;
@@ -9,8 +8,8 @@ use runledger_engine::core::jobs::{
 };
 use runledger_engine::postgres::jobs::{
     DeadLetterListFilter, JobFailureDisposition, JobLease, JobSuccess, MAX_ERROR_MESSAGE_CHARS,
-    complete_job_failure, complete_job_success, complete_jobs_success, list_dead_letters,
-    list_job_attempts, list_job_events,
+    TenantScope, complete_job_failure, complete_job_success, complete_jobs_success,
+    list_dead_letters, list_job_attempts, list_job_events,
 };
 use serde_json::json;
 use sqlx::PgPool;

@@ -1,7 +1,6 @@
 //! Enqueue: defaults and overrides, validation, batches, idempotency keys, transactions and the
 //! wake-up notification.
 
-use runledger_engine::postgres::jobs::TenantScope;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -9,8 +8,8 @@ use chrono::Utc;
 use runledger_engine::core::jobs::{JobId, JobStatus};
 use runledger_engine::postgres::ErrorCategory;
 use runledger_engine::postgres::jobs::{
-    JOB_QUEUE_CHANNEL, JobDefinitionUpsert, JobEnqueue, enqueue_job, enqueue_jobs, get_job_by_id,
-    upsert_job_definition,
+    JOB_QUEUE_CHANNEL, JobDefinitionUpsert, JobEnqueue, TenantScope, enqueue_job, enqueue_jobs,
+    get_job_by_id, upsert_job_definition,
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;

@@ -1,15 +1,14 @@
 //! Read APIs: one job, job lists with keyset pagination, attempts, events and dead letters.
 
-use runledger_engine::postgres::jobs::TenantScope;
 use std::collections::HashSet;
 
 use runledger_engine::core::jobs::{
     JobAttemptOutcome, JobEventType, JobFailureKind, JobId, JobStatus,
 };
 use runledger_engine::postgres::jobs::{
-    ClaimRequest, DeadLetterListFilter, JobEnqueue, JobListFilter, cancel_job, claim_jobs,
-    complete_job_success, enqueue_job, get_job_by_id, list_dead_letters, list_job_attempts,
-    list_job_events, list_jobs, requeue_job,
+    ClaimRequest, DeadLetterListFilter, JobEnqueue, JobListFilter, TenantScope, cancel_job,
+    claim_jobs, complete_job_success, enqueue_job, get_job_by_id, list_dead_letters,
+    list_job_attempts, list_job_events, list_jobs, requeue_job,
 };
 use serde_json::json;
 use sqlx::PgPool;

@@ -1,12 +1,11 @@
 //! The Supervisor with real handlers: outcomes, limits, shutdown, observers, recovery.
 
-use runledger_engine::postgres::jobs::TenantScope;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use runledger_engine::core::jobs::{JobCompletion, JobFailure, JobStatus};
-use runledger_engine::postgres::jobs::{get_job_by_id, list_job_attempts};
+use runledger_engine::postgres::jobs::{TenantScope, get_job_by_id, list_job_attempts};
 use runledger_engine::runtime::catalog::JobCatalog;
 use runledger_engine::runtime::observer::{
     JobFailedEvent, JobLifecycleObserver, JobRunningEvent, JobSucceededEvent,

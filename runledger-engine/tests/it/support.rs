@@ -1,12 +1,11 @@
 //! Factories shared by the integration tests.
 
-use runledger_engine::postgres::jobs::TenantScope;
 use std::time::Duration;
 
 use runledger_engine::core::jobs::JobId;
 use runledger_engine::postgres::jobs::{
-    ClaimRequest, ClaimedJob, JobDefinition, JobDefinitionUpsert, JobEnqueue, claim_jobs,
-    enqueue_job, upsert_job_definition,
+    ClaimRequest, ClaimedJob, JobDefinition, JobDefinitionUpsert, JobEnqueue, TenantScope,
+    claim_jobs, enqueue_job, upsert_job_definition,
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;

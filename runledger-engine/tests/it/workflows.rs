@@ -1,7 +1,6 @@
 //! Workflow runs through real workers: release, data flow, failure propagation, gates,
 //! cancellation, results and idempotency.
 
-use runledger_engine::postgres::jobs::TenantScope;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -11,7 +10,7 @@ use runledger_engine::core::jobs::{
     WorkflowStepStatus,
 };
 use runledger_engine::postgres::jobs::{
-    CompleteExternalWorkflowStepInput, ExternalStepCompletion, WorkflowRunHandle,
+    CompleteExternalWorkflowStepInput, ExternalStepCompletion, TenantScope, WorkflowRunHandle,
     WorkflowRunHandleScope, WorkflowRunWaitOptions, cancel_workflow_run,
     complete_external_workflow_step, enqueue_workflow_run, enqueue_workflow_run_handle,
     get_workflow_run, list_workflow_steps,

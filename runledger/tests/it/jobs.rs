@@ -1,11 +1,10 @@
 //! Typed jobs: enqueue (in a transaction, in batches, with options), outputs, errors, and bad
 //! payloads.
 
-use runledger::engine::postgres::jobs::TenantScope;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use runledger::engine::postgres::jobs::{JobEnqueue, enqueue_job};
+use runledger::engine::postgres::jobs::{JobEnqueue, TenantScope, enqueue_job};
 use runledger::prelude::*;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;

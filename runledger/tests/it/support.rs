@@ -1,8 +1,8 @@
 //! Shared setup: a fast worker and deadline-bounded waits.
 
-use runledger::engine::postgres::jobs::TenantScope;
 use std::time::{Duration, Instant};
 
+use runledger::engine::postgres::jobs::TenantScope;
 use runledger::engine::runtime::config::JobsConfig;
 use runledger::{RunningWorker, Worker};
 use sqlx::PgPool;
