@@ -296,3 +296,28 @@ async fn a_job_handle_sees_only_its_own_organizations_job(pool: PgPool) {
     let own = runledger::JobHandle::<Add>::from_id(job.id(), Some(tenant));
     assert_eq!(own.status(&pool).await.unwrap().as_str(), "PENDING");
 }
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_typed_payload_postgres_would_refuse_gets_a_validation_code(pool: PgPool) {
+    prepare(&pool).await;
+    let err = Summarize {
+        text: "a NUL \u{0} inside".into(),
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "job.invalid_payload");
+    let err = Add { a: 1, b: 2 }
+        .enqueue_with(
+            &pool,
+            EnqueueOptions::new().run_at(chrono::DateTime::<chrono::Utc>::MIN_UTC),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "job.invalid_run_at");
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM runledger.job_queue")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
+}
