@@ -196,8 +196,11 @@ pub struct EnqueuedJob {
 ///
 /// Runs on a pool, a connection, or the caller's open transaction (`&mut *tx`), so the job
 /// commits atomically with the business row that caused it. Fails with
-/// `job.definition_not_found_or_disabled` for an unknown or disabled type, and with
-/// `job.idempotency_conflict` when the key was used for a different request.
+/// `job.definition_not_found_or_disabled` for an unknown or disabled type, with
+/// `job.idempotency_conflict` when the key was used for a different request of the same
+/// organization and job type (keys are scoped by both), and with a validation code for input
+/// PostgreSQL would refuse or a worker could not decode: `job.invalid_payload` (a NUL
+/// character, too large), `job.payload_too_deep`, `job.invalid_run_at`, `job.invalid_delay`.
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {

@@ -332,7 +332,8 @@ pub async fn heartbeat_job<'e>(
     fenced(!renewed.is_empty(), lease)
 }
 
-/// Stores in-flight progress on the job row (replacing the previous update).
+/// Stores in-flight progress on the job row (replacing the previous update). Progress
+/// containing a NUL character is refused with `job.invalid_progress`.
 pub async fn update_job_progress<'e>(
     executor: impl PgExecutor<'e>,
     lease: &JobLease<'_>,
@@ -448,6 +449,9 @@ pub enum JobFailureDisposition {
 /// for a later time; terminal and panicked failures, and any failure of the last allowed
 /// attempt, dead-letter the job. Fails with `job.lease_owner_mismatch`, changing nothing, when
 /// the lease is not current.
+///
+/// Whatever the handler reported is recorded: NUL characters in the code and message are
+/// replaced by U+FFFD, and a retry time outside the years 1 to 9999 is clamped into them.
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool, job: runledger_engine::postgres::jobs::ClaimedJob)

@@ -307,7 +307,8 @@ pub enum WorkflowAppendOutcome {
 /// Adds steps to a run that is still running or waiting on a gate, in one transaction.
 /// The mutation key makes it idempotent: an identical retry returns
 /// [`WorkflowAppendOutcome::AlreadyApplied`], a different request under the same key
-/// `workflow.append_conflicting_retry`. A finished run gives `workflow.append_run_finished`.
+/// `workflow.append_conflicting_retry`. A finished run gives `workflow.append_run_finished`; a
+/// step of another organization than the run's, `workflow.step_organization_mismatch`.
 pub async fn append_workflow_steps<'c, A>(
     acquire: A,
     append: &WorkflowAppend<'_>,
