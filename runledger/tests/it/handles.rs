@@ -30,7 +30,7 @@ async fn a_job_handle_of_another_job_type_fails_with_type_mismatch(pool: PgPool)
     prepare(&pool).await.unwrap();
     let add = Add { a: 1, b: 2 }.enqueue(&pool).await.unwrap();
 
-    let wrong = runledger::JobHandle::<Summarize>::from_id(add.id());
+    let wrong = runledger::JobHandle::<Summarize>::from_id(add.id(), None);
     let err = wrong.status(&pool).await.unwrap_err();
     assert_eq!(err.code(), "job.type_mismatch");
     assert!(err.to_string().contains("`it.add`"), "{err}");
@@ -39,7 +39,7 @@ async fn a_job_handle_of_another_job_type_fails_with_type_mismatch(pool: PgPool)
         "job.type_mismatch"
     );
 
-    let right = runledger::JobHandle::<Add>::from_id(add.id());
+    let right = runledger::JobHandle::<Add>::from_id(add.id(), None);
     assert_eq!(right.status(&pool).await.unwrap().as_str(), "PENDING");
 }
 

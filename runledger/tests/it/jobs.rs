@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use runledger::engine::postgres::jobs::{JobEnqueue, enqueue_job};
+use runledger::engine::postgres::jobs::{JobEnqueue, TenantScope, enqueue_job};
 use runledger::prelude::*;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
@@ -64,9 +64,10 @@ async fn typed_job_enqueued_in_a_rolled_back_transaction_leaves_nothing(pool: Pg
     let mut tx = pool.begin().await.unwrap();
     let job = Add { a: 1, b: 2 }.enqueue(&mut *tx).await.unwrap();
     tx.rollback().await.unwrap();
-    let found = runledger::engine::postgres::jobs::get_job_by_id(&pool, job.id())
-        .await
-        .unwrap();
+    let found =
+        runledger::engine::postgres::jobs::get_job_by_id(&pool, job.id(), TenantScope::Admin)
+            .await
+            .unwrap();
     assert!(found.is_none(), "the rolled-back job must not exist");
     let count: i64 = sqlx::query_scalar("SELECT count(*) FROM runledger.job_queue")
         .fetch_one(&pool)
@@ -139,10 +140,11 @@ async fn enqueue_options_and_batches(pool: PgPool) {
         .unwrap_err();
     assert_eq!(conflict.code(), "job.idempotency_conflict");
 
-    let record = runledger::engine::postgres::jobs::get_job_by_id(&pool, first.id())
-        .await
-        .unwrap()
-        .unwrap();
+    let record =
+        runledger::engine::postgres::jobs::get_job_by_id(&pool, first.id(), TenantScope::Admin)
+            .await
+            .unwrap()
+            .unwrap();
     assert_eq!(record.priority, 9);
     assert_eq!(record.organization_id, Some(org));
     assert!(record.next_run_at > chrono::Utc::now() + chrono::Duration::minutes(59));
@@ -270,4 +272,54 @@ fn registered_jobs_are_found_through_inventory() {
     }
     let summarize = jobs.iter().find(|j| j.name == "it.summarize").unwrap();
     assert!(summarize.location.file.ends_with("jobs.rs"));
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_job_handle_sees_only_its_own_organizations_job(pool: PgPool) {
+    prepare(&pool).await.unwrap();
+    let (tenant, intruder) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    let job = Add { a: 2, b: 3 }
+        .enqueue_with(&pool, EnqueueOptions::new().organization(tenant))
+        .await
+        .unwrap();
+    assert_eq!(job.status(&pool).await.unwrap().as_str(), "PENDING");
+
+    for scope in [Some(intruder), None] {
+        let foreign = runledger::JobHandle::<Add>::from_id(job.id(), scope);
+        assert_eq!(
+            foreign.status(&pool).await.unwrap_err().code(),
+            "job.not_found"
+        );
+        assert_eq!(
+            foreign.output(&pool).await.unwrap_err().code(),
+            "job.not_found"
+        );
+    }
+    let own = runledger::JobHandle::<Add>::from_id(job.id(), Some(tenant));
+    assert_eq!(own.status(&pool).await.unwrap().as_str(), "PENDING");
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_typed_payload_postgres_would_refuse_gets_a_validation_code(pool: PgPool) {
+    prepare(&pool).await.unwrap();
+    let err = Summarize {
+        text: "a NUL \u{0} inside".into(),
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "job.invalid_payload");
+    let err = Add { a: 1, b: 2 }
+        .enqueue_with(
+            &pool,
+            EnqueueOptions::new().run_at(chrono::DateTime::<chrono::Utc>::MIN_UTC),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "job.invalid_run_at");
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM runledger.job_queue")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
 }

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use runledger::engine::postgres::jobs::TenantScope;
 use runledger::engine::runtime::config::JobsConfig;
 use runledger::{RunningWorker, Worker};
 use sqlx::PgPool;
@@ -49,7 +50,7 @@ pub(crate) async fn job_state(
     pool: &PgPool,
     id: runledger::engine::core::jobs::JobId,
 ) -> (String, Option<String>) {
-    let record = runledger::engine::postgres::jobs::get_job_by_id(pool, id)
+    let record = runledger::engine::postgres::jobs::get_job_by_id(pool, id, TenantScope::Admin)
         .await
         .unwrap()
         .unwrap();
