@@ -1,19 +1,41 @@
 //! The claim loops: claim up to the free capacity, spawn a task per job, claim again at once
-//! while batches come back full, otherwise wait for a notification or the poll interval.
+//! while claims find work, otherwise wait for a notification or the poll interval.
+//!
+//! Two bounds gate a claim: free concurrency slots (a slot is held while a handler runs, and
+//! freed when it returns) and room for unpersisted outcomes (held until the completer has
+//! written the outcome). Freeing the slot before the outcome is written is what lets the next
+//! claim take a whole batch instead of the one or two slots that trickle back.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{Backoff, Finished, Inner, JobTasks};
 use crate::postgres::jobs::{ClaimedJob, claim_jobs};
 
+/// Longest a claim waits for more slots to come free once at least one is (see
+/// [`Claimer::reserve`]).
+const CLAIM_GATHER_WINDOW: Duration = Duration::from_millis(2);
+
+/// Adds to `held` whatever `semaphore` has free right now, up to `target` permits in all.
+fn top_up(semaphore: &Arc<Semaphore>, held: &mut OwnedSemaphorePermit, target: usize) {
+    let wanted = target.saturating_sub(held.num_permits());
+    let free = semaphore.available_permits().min(wanted);
+    if free > 0
+        && let Ok(more) = Arc::clone(semaphore).try_acquire_many_owned(free as u32)
+    {
+        held.merge(more);
+    }
+}
+
 /// One claim loop. Several share the worker's capacity.
 pub(super) struct Claimer {
     pub(super) inner: Arc<Inner>,
     pub(super) capacity: Arc<Semaphore>,
+    pub(super) unpersisted: Arc<Semaphore>,
     pub(super) wake: watch::Receiver<u64>,
     pub(super) jobs: JobTasks,
     pub(super) finished: mpsc::UnboundedSender<Finished>,
@@ -25,18 +47,15 @@ impl Claimer {
         let config = &self.inner.config;
         let mut backoff = Backoff::default();
         while !shutdown.is_cancelled() {
-            // Reserve capacity first so concurrent claim loops never overshoot the limit.
-            let want = self
-                .capacity
-                .available_permits()
-                .clamp(1, config.claim_batch_size as usize);
-            let permits = tokio::select! {
-                permits = Arc::clone(&self.capacity).acquire_many_owned(want as u32) => permits,
+            // Reserve capacity first so concurrent claim loops never overshoot the limits.
+            let reserved = tokio::select! {
+                reserved = self.reserve() => reserved,
                 () = shutdown.cancelled() => break,
             };
-            let Ok(mut permits) = permits else {
+            let Ok((mut slots, mut outcomes)) = reserved else {
                 break;
             };
+            let want = slots.num_permits();
             let claimed = match claim_jobs(&self.inner.pool, &self.inner.claim_request(want as i64))
                 .await
             {
@@ -45,7 +64,7 @@ impl Claimer {
                     claimed
                 }
                 Err(err) => {
-                    drop(permits);
+                    drop((slots, outcomes));
                     tracing::warn!(code = err.code(), error = %err.internal_message(), "claim failed; backing off");
                     tokio::select! {
                         () = tokio::time::sleep(backoff.next_delay()) => {}
@@ -54,15 +73,17 @@ impl Claimer {
                     continue;
                 }
             };
-            let full = claimed.len() == want;
+            // Only an empty claim means nothing is due: a short one may just have skipped rows
+            // another claim loop (or worker) had locked.
+            let found = !claimed.is_empty();
             for job in claimed {
-                let Some(permit) = permits.split(1) else {
+                let (Some(slot), Some(outcome)) = (slots.split(1), outcomes.split(1)) else {
                     break;
                 };
-                self.spawn_job(job, permit);
+                self.spawn_job(job, slot, outcome);
             }
-            drop(permits);
-            if full {
+            drop((slots, outcomes));
+            if found {
                 continue;
             }
             tokio::select! {
@@ -81,7 +102,48 @@ impl Claimer {
         }
     }
 
-    fn spawn_job(&self, job: ClaimedJob, permit: OwnedSemaphorePermit) {
+    /// Reserves room for the next claim: matching slots and outcome permits, at least one,
+    /// at most the loop's share of the capacity. Each claim loop aims at its share (the
+    /// concurrency divided among the loops, capped by the claim batch) so that their claims
+    /// overlap instead of one loop taking every slot while the others claim one or two jobs.
+    /// When few slots are free it waits up to [`CLAIM_GATHER_WINDOW`] for half a share, so that
+    /// slots trickling back one by one as handlers return are claimed together instead of
+    /// costing a round trip each.
+    async fn reserve(&self) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), AcquireError> {
+        let config = &self.inner.config;
+        let share = (config.max_concurrency / config.claim_parallelism).max(1) as usize;
+        let target = (config.claim_batch_size as usize)
+            .min(share)
+            .min(config.max_unpersisted_outcomes);
+        let enough = (target / 2).max(1);
+        let mut slots = Arc::clone(&self.capacity).acquire_owned().await?;
+        if slots.num_permits() + self.capacity.available_permits() < enough {
+            let more = (enough - slots.num_permits()) as u32;
+            let gathered = tokio::time::timeout(
+                CLAIM_GATHER_WINDOW,
+                Arc::clone(&self.capacity).acquire_many_owned(more),
+            )
+            .await;
+            if let Ok(more) = gathered {
+                slots.merge(more?);
+            }
+        }
+        top_up(&self.capacity, &mut slots, target);
+        let mut outcomes = Arc::clone(&self.unpersisted).acquire_owned().await?;
+        top_up(&self.unpersisted, &mut outcomes, slots.num_permits());
+        // Slots beyond the outcome permits go back at once.
+        if let Some(extra) = slots.split(slots.num_permits() - outcomes.num_permits()) {
+            drop(extra);
+        }
+        Ok((slots, outcomes))
+    }
+
+    fn spawn_job(
+        &self,
+        job: ClaimedJob,
+        slot: OwnedSemaphorePermit,
+        outcome: OwnedSemaphorePermit,
+    ) {
         let lost = self.inner.track(&job);
         let span = tracing::info_span!(
             "runledger.job",
@@ -94,8 +156,12 @@ impl Claimer {
         let hard_stop = self.hard_stop.clone();
         self.jobs.spawn(
             async move {
-                if let Some(mut done) = inner.execute(job, lost, hard_stop).await {
-                    done.permit = Some(permit);
+                let done = inner.execute(job, lost, hard_stop).await;
+                // The handler has returned: its slot can run the next job while the outcome
+                // waits for the completer.
+                drop(slot);
+                if let Some(mut done) = done {
+                    done.permit = Some(outcome);
                     // The completer outlives every job task; a send error means it is gone.
                     let _ = finished.send(done);
                 }

@@ -39,6 +39,10 @@ pub const DEFAULT_COMPLETION_BATCH_SIZE: usize = 512;
 pub const DEFAULT_CLAIM_PARALLELISM: u32 = 2;
 /// Default number of success batches being written concurrently.
 pub const DEFAULT_FLUSHES_IN_FLIGHT: usize = 4;
+/// Default most finished jobs whose outcome is not written yet: as many as the completer
+/// writes in one round of concurrent flushes.
+pub const DEFAULT_MAX_UNPERSISTED_OUTCOMES: usize =
+    DEFAULT_COMPLETION_BATCH_SIZE * DEFAULT_FLUSHES_IN_FLIGHT;
 /// Longest pause between retries after a database error.
 pub const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -66,6 +70,10 @@ pub struct WorkerConfig {
     pub claim_parallelism: u32,
     /// Success batches written concurrently.
     pub flushes_in_flight: usize,
+    /// Most claimed jobs whose outcome is not written yet, running or finished. A handler's
+    /// concurrency slot is free as soon as it returns; this bound stops claims when writing
+    /// outcomes falls behind, so unpersisted outcomes cannot pile up.
+    pub max_unpersisted_outcomes: usize,
 }
 
 impl WorkerConfig {
@@ -82,6 +90,7 @@ impl WorkerConfig {
             completion_batch_size: DEFAULT_COMPLETION_BATCH_SIZE,
             claim_parallelism: DEFAULT_CLAIM_PARALLELISM,
             flushes_in_flight: DEFAULT_FLUSHES_IN_FLIGHT,
+            max_unpersisted_outcomes: DEFAULT_MAX_UNPERSISTED_OUTCOMES,
         }
     }
 
@@ -114,6 +123,9 @@ impl WorkerConfig {
                 "claim_parallelism",
                 "and flushes_in_flight must be at least 1",
             );
+        }
+        if self.max_unpersisted_outcomes == 0 {
+            return invalid("max_unpersisted_outcomes", "must be at least 1");
         }
         Ok(())
     }
@@ -210,7 +222,8 @@ struct Finished {
     job: ObservedJob,
     outcome: Result<JobCompletion, JobFailure>,
     duration: Duration,
-    /// Capacity is held until the outcome is persisted, so unpersisted results cannot pile up.
+    /// The job's share of [`WorkerConfig::max_unpersisted_outcomes`], held until the outcome
+    /// is written (its concurrency slot was freed when the handler returned).
     permit: Option<OwnedSemaphorePermit>,
 }
 
@@ -341,11 +354,13 @@ impl Worker {
 
         let jobs = JobTasks::new(tasks);
         let capacity = Arc::new(Semaphore::new(inner.config.max_concurrency as usize));
+        let unpersisted = Arc::new(Semaphore::new(inner.config.max_unpersisted_outcomes));
         let claimers: Vec<_> = (0..inner.config.claim_parallelism)
             .map(|_| {
                 let claimer = claim::Claimer {
                     inner: Arc::clone(&inner),
                     capacity: Arc::clone(&capacity),
+                    unpersisted: Arc::clone(&unpersisted),
                     wake: wake_rx.clone(),
                     jobs: jobs.clone(),
                     finished: finished_tx.clone(),
