@@ -17,6 +17,7 @@ mod hostile_input;
 mod properties;
 mod reads;
 mod recovery;
+mod retention;
 mod runtime;
 mod runtime_tasks;
 mod schedules;

@@ -11,6 +11,7 @@ mod lease;
 mod logs;
 mod metrics;
 mod reads;
+mod retention;
 mod runtime_configs;
 mod schedules;
 mod scope;
@@ -38,6 +39,7 @@ pub use reads::{
 pub use detail::{JOB_DETAIL_LOG_LINES, JobDetail, get_job_detail};
 pub use logs::{JobLogListFilter, JobLogRecord, append_job_logs, list_job_logs};
 pub use metrics::{JobMetrics, get_job_metrics};
+pub use retention::{PruneBatch, PruneCounts, count_prunable, prune_batch};
 pub use runtime_configs::{
     JobRuntimeConfig, get_job_runtime_config, list_job_runtime_configs, upsert_job_runtime_config,
 };
