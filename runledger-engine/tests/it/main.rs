@@ -5,6 +5,7 @@
 
 mod support;
 
+mod activity;
 mod admin;
 mod admin_reads;
 mod catalog;

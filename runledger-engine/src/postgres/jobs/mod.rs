@@ -2,6 +2,7 @@
 //! reads. Every function takes a `sqlx` executor, so it runs on a pool, a connection or inside
 //! the caller's transaction.
 
+mod activity;
 mod admin;
 mod definitions;
 mod detail;
@@ -17,6 +18,7 @@ mod schedules;
 mod scope;
 mod workflows;
 
+pub use activity::{JobActivityMinute, get_job_activity};
 pub use admin::{ReapedLease, cancel_job, reap_expired_leases, requeue_job, run_waiting_jobs_now};
 pub use definitions::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_BASE_DELAY_MS, DEFAULT_RETRY_MAX_DELAY_MS,
