@@ -11,15 +11,46 @@ use crate::model::ActivityPoint;
 /// Rows the charts take.
 pub(super) const HEIGHT: u16 = 5;
 
+/// One chart: its name, the value it plots, its colour, and whether it is a level (shown with
+/// its current value) rather than a count per minute (shown with its total and peak).
+struct Series {
+    name: &'static str,
+    value: fn(&ActivityPoint) -> u64,
+    color: Color,
+    is_level: bool,
+}
+
+const SERIES: [Series; 3] = [
+    Series {
+        name: "succeeded/min",
+        value: |p| p.succeeded,
+        color: Color::Green,
+        is_level: false,
+    },
+    Series {
+        name: "dead-lettered/min",
+        value: |p| p.dead_lettered,
+        color: Color::Red,
+        is_level: false,
+    },
+    Series {
+        name: "queue depth",
+        value: |p| p.queue_depth,
+        color: Color::Cyan,
+        is_level: true,
+    },
+];
+
 /// Draws the three charts side by side in `area`.
 pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, activity: &[ActivityPoint]) {
-    let series: [(&str, fn(&ActivityPoint) -> u64, Color, bool); 3] = [
-        ("succeeded/min", |p| p.succeeded, Color::Green, false),
-        ("dead-lettered/min", |p| p.dead_lettered, Color::Red, false),
-        ("queue depth", |p| p.queue_depth, Color::Cyan, true),
-    ];
     let areas = Layout::horizontal([Constraint::Ratio(1, 3); 3]).split(area);
-    for ((name, value, color, is_level), area) in series.into_iter().zip(areas.iter()) {
+    for (series, area) in SERIES.iter().zip(areas.iter()) {
+        let Series {
+            name,
+            value,
+            color,
+            is_level,
+        } = *series;
         let data: Vec<u64> = activity.iter().map(value).collect();
         let max = data.iter().copied().max().unwrap_or(0);
         let summary = if is_level {
