@@ -7,7 +7,11 @@
 //!
 //! ```sh
 //! cargo run --release -p runledger-bench -- --jobs 20000
+//! cargo run --release -p runledger-bench -- --jobs 20000 --finished-jobs 1000000
 //! ```
+//!
+//! `--finished-jobs N` adds burn-down and batch enqueue with N succeeded jobs kept in the
+//! tables (the history retention keeps), as ratios to the empty table of the same run.
 //!
 //! It creates (and drops at the start of each run) the database `runledger_bench` on the
 //! server of `DATABASE_URL`.
@@ -34,39 +38,28 @@ use tokio::sync::mpsc;
 const BENCH_DB: &str = "runledger_bench";
 const JOB_TYPE: &str = "bench.noop";
 
+/// Throughput and latency of Runledger beside a raw-SQL ceiling, in one run.
+#[derive(clap::Parser)]
 struct Options {
+    /// Jobs per throughput measure.
+    #[arg(long, default_value_t = 20_000)]
     jobs: usize,
+    /// Pool connections of the ceiling and the enqueue tasks.
+    #[arg(long, default_value_t = 8)]
     connections: u32,
+    /// The Supervisor's concurrency.
+    #[arg(long, default_value_t = 1_024)]
     concurrency: u32,
+    /// Claim batch size (Supervisor and ceiling).
+    #[arg(long, default_value_t = 256)]
     batch: u32,
+    /// Pickup latency samples.
+    #[arg(long, default_value_t = 200)]
     latency_samples: usize,
-}
-
-impl Options {
-    fn parse() -> Result<Self, BoxError> {
-        let mut options = Self {
-            jobs: 20_000,
-            connections: 8,
-            concurrency: 1_024,
-            batch: 256,
-            latency_samples: 200,
-        };
-        let args: Vec<String> = std::env::args().skip(1).collect();
-        for pair in args.chunks(2) {
-            let [flag, value] = pair else {
-                return Err(format!("missing value for {}", pair[0]).into());
-            };
-            match flag.as_str() {
-                "--jobs" => options.jobs = value.parse()?,
-                "--connections" => options.connections = value.parse()?,
-                "--concurrency" => options.concurrency = value.parse()?,
-                "--batch" => options.batch = value.parse()?,
-                "--latency-samples" => options.latency_samples = value.parse()?,
-                other => return Err(format!("unknown flag {other}").into()),
-            }
-        }
-        Ok(options)
-    }
+    /// Also measure burn-down and enqueue with this many finished (succeeded) jobs kept in the
+    /// table, as retention keeps a day of history, against the empty table of the same run.
+    #[arg(long, default_value_t = 0)]
+    finished_jobs: usize,
 }
 
 struct Noop {
@@ -89,7 +82,7 @@ impl JobHandler for Noop {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let options = Options::parse()?;
+    let options: Options = clap::Parser::parse();
     let pool = bench_database(&database_url(), options.connections).await?;
 
     println!(
@@ -97,9 +90,9 @@ async fn main() -> Result<(), BoxError> {
         options.jobs, options.connections, options.concurrency, options.batch
     );
     let ceiling = raw_ceiling(&pool, &options).await?;
-    let burn_down = supervisor_burn_down(&pool, &options).await?;
+    let burn_down = supervisor_burn_down(&pool, &options, 0).await?;
     let single = enqueue_single(&pool, &options).await?;
-    let batch = enqueue_batch(&pool, &options).await?;
+    let batch = enqueue_batch(&pool, &options, 0).await?;
     let (p50, p99) = pickup_latency(&pool, &options).await?;
     let (fan_out, plain) = fan_out_fan_in(&pool, &options).await?;
 
@@ -134,7 +127,101 @@ async fn main() -> Result<(), BoxError> {
         FAN_OUT + 2,
         plain.as_secs_f64() * 1e3
     );
+    if options.finished_jobs > 0 {
+        with_history(&pool, &options, burn_down, batch).await?;
+    }
     pool.close().await;
+    Ok(())
+}
+
+/// Burn-down and batch enqueue again, with `--finished-jobs` succeeded jobs (and their attempt
+/// rows) in the tables, against the empty-table figures of this run; then the plan of a claim
+/// over that history.
+async fn with_history(
+    pool: &PgPool,
+    options: &Options,
+    burn_down: f64,
+    batch: f64,
+) -> Result<(), BoxError> {
+    let history = options.finished_jobs;
+    let burn_down_history = supervisor_burn_down(pool, options, history).await?;
+    let batch_history = enqueue_batch(pool, options, history).await?;
+    println!();
+    println!("| with {history} finished jobs kept | value | against the empty table |");
+    println!("| --- | ---: | ---: |");
+    println!(
+        "| Supervisor burn-down, no-op jobs | {burn_down_history:.0} jobs/s | {:.2} |",
+        burn_down_history / burn_down
+    );
+    println!(
+        "| enqueue, batches of 1,000 | {batch_history:.0} jobs/s | {:.2} |",
+        batch_history / batch
+    );
+    reset(pool).await?;
+    keep_finished(pool, history).await?;
+    fill(pool, options.jobs).await?;
+    let plan: Vec<String> = sqlx::query_scalar(
+        "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)
+         SELECT id FROM runledger.job_queue
+         WHERE status = 'PENDING' AND next_run_at <= now() AND job_type = ANY($1)
+         ORDER BY priority DESC, next_run_at, id
+         LIMIT $2 FOR UPDATE SKIP LOCKED",
+    )
+    .bind(vec![JOB_TYPE.to_owned()])
+    .bind(i64::from(options.batch))
+    .fetch_all(pool)
+    .await?;
+    println!("\nclaim selection over the history:\n{}", plan.join("\n"));
+    Ok(())
+}
+
+/// Inserts `count` succeeded jobs with one attempt each, created and finished over the last
+/// 23 hours (inside the default retention, so a pruner keeps them), and refreshes statistics.
+async fn keep_finished(pool: &PgPool, count: usize) -> Result<(), BoxError> {
+    if count == 0 {
+        return Ok(());
+    }
+    let began = Instant::now();
+    let count = i64::try_from(count)?;
+    let chunk = 100_000;
+    let mut from = 1;
+    while from <= count {
+        let to = (from + chunk - 1).min(count);
+        sqlx::query(
+            "WITH made AS (
+                 INSERT INTO runledger.job_queue (
+                     id, job_type, status, payload, max_attempts, timeout_seconds, attempt,
+                     created_at, updated_at, leased_at, started_at, finished_at
+                 )
+                 SELECT encode(overlay(uuid_send(gen_random_uuid())
+                            PLACING substring(int8send(floor(extract(epoch FROM t) * 1000)::bigint) FROM 3)
+                            FROM 1 FOR 6), 'hex')::uuid,
+                        $4, 'SUCCEEDED', jsonb_build_object('n', g), 5, 300, 1, t, t, t, t, t
+                 FROM generate_series($1::bigint, $2::bigint) g,
+                      LATERAL (SELECT now() - interval '23 hours' + g * interval '23 hours' / $3 AS t) x
+                 RETURNING id, leased_at, finished_at
+             )
+             INSERT INTO runledger.job_attempts (job_id, attempt, worker_id, outcome, leased_at, started_at, finished_at)
+             SELECT id, 1, 'bench-history', 'SUCCEEDED', leased_at, leased_at, finished_at FROM made",
+        )
+        .bind(from)
+        .bind(to)
+        .bind(count)
+        .bind(JOB_TYPE)
+        .execute(pool)
+        .await?;
+        from = to + 1;
+    }
+    sqlx::query("VACUUM ANALYZE runledger.job_queue")
+        .execute(pool)
+        .await?;
+    sqlx::query("VACUUM ANALYZE runledger.job_attempts")
+        .execute(pool)
+        .await?;
+    println!(
+        "kept {count} finished jobs in {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
@@ -209,7 +296,7 @@ async fn bench_database(url: &str, connections: u32) -> Result<PgPool, BoxError>
 }
 
 async fn reset(pool: &PgPool) -> Result<(), BoxError> {
-    sqlx::query("TRUNCATE runledger.job_queue CASCADE")
+    sqlx::query("TRUNCATE runledger.job_queue, runledger.workflow_runs CASCADE")
         .execute(pool)
         .await?;
     sqlx::query("VACUUM ANALYZE runledger.job_queue")
@@ -306,8 +393,13 @@ fn bench_config(options: &Options, poll: Duration) -> JobsConfig {
     }
 }
 
-async fn supervisor_burn_down(pool: &PgPool, options: &Options) -> Result<f64, BoxError> {
+async fn supervisor_burn_down(
+    pool: &PgPool,
+    options: &Options,
+    history: usize,
+) -> Result<f64, BoxError> {
     reset(pool).await?;
+    keep_finished(pool, history).await?;
     fill(pool, options.jobs).await?;
     let mut registry = JobRegistry::new();
     registry.register(Noop { started: None })?;
@@ -348,8 +440,9 @@ async fn enqueue_single(pool: &PgPool, options: &Options) -> Result<f64, BoxErro
     Ok(rate)
 }
 
-async fn enqueue_batch(pool: &PgPool, options: &Options) -> Result<f64, BoxError> {
+async fn enqueue_batch(pool: &PgPool, options: &Options, history: usize) -> Result<f64, BoxError> {
     reset(pool).await?;
+    keep_finished(pool, history).await?;
     let begun = Instant::now();
     fill(pool, options.jobs).await?;
     let rate = options.jobs as f64 / begun.elapsed().as_secs_f64();

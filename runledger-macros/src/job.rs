@@ -24,6 +24,7 @@ enum Key {
     Priority,
     Version,
     Enabled,
+    Retain,
 }
 
 const KEYS: &[(&str, Key)] = &[
@@ -34,6 +35,7 @@ const KEYS: &[(&str, Key)] = &[
     ("priority", Key::Priority),
     ("version", Key::Version),
     ("enabled", Key::Enabled),
+    ("retain", Key::Retain),
 ];
 
 /// What the attribute says.
@@ -145,6 +147,13 @@ fn parse_args(tokens: TokenStream, errors: &mut Errors) -> JobArgs {
             Key::Enabled => {
                 if let Some(enabled) = args::lit_bool(&arg.value, ident, errors) {
                     parsed.defaults.push(quote!(.enabled(#enabled)));
+                }
+            }
+            Key::Retain => {
+                if let Some(n) = args::lit_str(&arg.value, "retain = \"3d\"", errors)
+                    .and_then(|lit| args::duration_seconds(&lit, 1, errors))
+                {
+                    parsed.defaults.push(quote!(.retention_seconds(#n)));
                 }
             }
         }

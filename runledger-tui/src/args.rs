@@ -1,7 +1,9 @@
-//! Command-line flags (hand-parsed: five flags do not need an argument-parser dependency).
+//! The command line: the terminal dashboard (the default) and the admin subcommands.
 
 use std::time::Duration;
 
+use clap::{Args, Parser, Subcommand};
+use runledger_engine::core::jobs::{JobId, JobStatus, WorkflowRunId, WorkflowRunStatus};
 use uuid::Uuid;
 
 /// Default pause between refreshes.
@@ -9,181 +11,342 @@ pub(crate) const DEFAULT_REFRESH_MS: u64 = 2_000;
 /// Default rows per list page.
 pub(crate) const DEFAULT_LIMIT: i64 = 200;
 
-pub(crate) const USAGE: &str = "\
-runledger-tui: read-only operator dashboard for Runledger
+/// The parsed command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "runledger-tui",
+    version,
+    about = "Runledger's operator tool: a read-only terminal dashboard (the default) and admin commands",
+    after_help = "Without a subcommand, the dashboard starts (its flags above apply to it only). Press ? inside it for the keys."
+)]
+pub(crate) struct Cli {
+    /// PostgreSQL URL of the database the workers use.
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    pub(crate) database_url: Option<String>,
+    /// Scope to one organization: the dashboard's lists and every command's reads and changes.
+    #[arg(long, global = true, value_name = "UUID")]
+    pub(crate) org: Option<Uuid>,
+    /// Print commands' results as JSON (one document on stdout; errors as JSON on stderr).
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// Dashboard settings (when no subcommand is given).
+    #[command(flatten)]
+    pub(crate) tui: TuiArgs,
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
+}
 
-USAGE:
-    runledger-tui [OPTIONS]
-
-OPTIONS:
-    --database-url <URL>   PostgreSQL URL (default: $DATABASE_URL)
-    --org <UUID>           start scoped to one organization (default: all)
-    --refresh-ms <MS>      auto-refresh interval, 200..=600000 (default: 2000)
-    --limit <N>            rows per list page, 1..=1000 (default: 200)
-    --skip-schema-check    do not validate the Runledger schema at startup
-    -h, --help             print this help
-    -V, --version          print the version
-
-Press ? inside the UI for the keys.";
-
-/// Parsed flags.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Args {
-    pub(crate) database_url: String,
-    pub(crate) organization: Option<Uuid>,
-    pub(crate) refresh: Duration,
+/// Settings of the terminal dashboard.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct TuiArgs {
+    /// Auto-refresh interval in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_REFRESH_MS,
+          value_parser = clap::value_parser!(u64).range(200..=600_000))]
+    pub(crate) refresh_ms: u64,
+    /// Rows per list page.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT,
+          value_parser = clap::value_parser!(i64).range(1..=1_000))]
     pub(crate) limit: i64,
+    /// Do not validate the Runledger schema at startup.
+    #[arg(long)]
     pub(crate) skip_schema_check: bool,
 }
 
-/// What the command line asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Parsed {
-    Run(Args),
-    Help,
-    Version,
+impl TuiArgs {
+    pub(crate) fn refresh(&self) -> Duration {
+        Duration::from_millis(self.refresh_ms)
+    }
 }
 
-/// Parses `args` (without the program name); `env_url` is `$DATABASE_URL`.
-pub(crate) fn parse(
-    args: impl IntoIterator<Item = String>,
-    env_url: Option<String>,
-) -> Result<Parsed, String> {
-    let mut database_url = None;
-    let mut organization = None;
-    let mut refresh_ms = DEFAULT_REFRESH_MS;
-    let mut limit = DEFAULT_LIMIT;
-    let mut skip_schema_check = false;
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => {
-                (flag.to_owned(), Some(value.to_owned()))
-            }
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        match flag.as_str() {
-            "-h" | "--help" => return Ok(Parsed::Help),
-            "-V" | "--version" => return Ok(Parsed::Version),
-            "--database-url" => database_url = Some(value("--database-url")?),
-            "--org" => {
-                let text = value("--org")?;
-                organization =
-                    Some(Uuid::parse_str(&text).map_err(|_| format!("--org: not a UUID: {text}"))?);
-            }
-            "--refresh-ms" => {
-                let text = value("--refresh-ms")?;
-                refresh_ms = text
-                    .parse()
-                    .ok()
-                    .filter(|ms| (200..=600_000).contains(ms))
-                    .ok_or_else(|| format!("--refresh-ms: expected 200..=600000, got {text}"))?;
-            }
-            "--limit" => {
-                let text = value("--limit")?;
-                limit = text
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=1_000).contains(n))
-                    .ok_or_else(|| format!("--limit: expected 1..=1000, got {text}"))?;
-            }
-            "--skip-schema-check" => skip_schema_check = true,
-            other => return Err(format!("unknown argument: {other}")),
-        }
-    }
-    let database_url = database_url
-        .or(env_url)
-        .filter(|url| !url.trim().is_empty())
-        .ok_or("no database: pass --database-url or set DATABASE_URL")?;
-    Ok(Parsed::Run(Args {
-        database_url,
-        organization,
-        refresh: Duration::from_millis(refresh_ms),
-        limit,
-        skip_schema_check,
-    }))
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// The read-only terminal dashboard (the default).
+    Tui(TuiArgs),
+    /// Apply the bundled migrations (creates the `runledger` schema if needed).
+    Migrate,
+    /// Check, without writing, that the schema matches this version (exit status 3 if not).
+    CheckSchema,
+    /// Inspect, cancel and requeue jobs.
+    #[command(subcommand)]
+    Jobs(JobsCommand),
+    /// Inspect and cancel workflow runs.
+    #[command(subcommand)]
+    Workflows(WorkflowsCommand),
+    /// Complete or fail the external steps (gates) of workflow runs.
+    #[command(subcommand)]
+    Gates(GatesCommand),
+    /// List, pause and resume schedules.
+    #[command(subcommand)]
+    Schedules(SchedulesCommand),
+    /// Delete finished jobs and workflow runs past their retention (as the workers' pruner does).
+    Prune(PruneArgs),
+    /// Per job type: backlog, leases, the last 24 hours' outcomes and durations; run counts.
+    Stats,
+}
+
+/// `jobs ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum JobsCommand {
+    /// List jobs, newest first.
+    List(JobListArgs),
+    /// Show one job with its attempts, events, dead letters and last log lines.
+    Show {
+        /// The job id.
+        id: Uuid,
+    },
+    /// Cancel a pending or leased direct job.
+    Cancel {
+        /// The job id.
+        id: Uuid,
+    },
+    /// Put a dead-lettered or canceled direct job back in the queue, due now.
+    Requeue {
+        /// The job id.
+        id: Uuid,
+    },
+}
+
+/// Filters of `jobs list`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct JobListArgs {
+    /// Only jobs in this status (pending, leased, succeeded, dead_lettered, canceled).
+    #[arg(long, value_parser = parse_job_status)]
+    pub(crate) status: Option<JobStatus>,
+    /// Only job types containing this text.
+    #[arg(long = "type", value_name = "TEXT")]
+    pub(crate) job_type: Option<String>,
+    /// A job id, run id, idempotency key or error code to look for.
+    #[arg(long)]
+    pub(crate) search: Option<String>,
+    /// Only the jobs of this workflow run.
+    #[arg(long, value_name = "RUN_ID")]
+    pub(crate) workflow_run: Option<Uuid>,
+    /// Most jobs to list.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=1_000))]
+    pub(crate) limit: i64,
+    /// Continue after this job id (the previous page's `next_cursor`).
+    #[arg(long, value_name = "JOB_ID")]
+    pub(crate) after: Option<Uuid>,
+}
+
+/// `workflows ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum WorkflowsCommand {
+    /// List workflow runs, newest first, with their step counts.
+    List(RunListArgs),
+    /// Show one run with its steps.
+    Show {
+        /// The run id.
+        id: Uuid,
+    },
+    /// Cancel a run: its open steps and their jobs end canceled.
+    Cancel {
+        /// The run id.
+        id: Uuid,
+    },
+}
+
+/// Filters of `workflows list`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct RunListArgs {
+    /// Only runs in this status (running, waiting_for_external, succeeded,
+    /// completed_with_errors, canceled).
+    #[arg(long, value_parser = parse_run_status)]
+    pub(crate) status: Option<WorkflowRunStatus>,
+    /// Only workflow types containing this text.
+    #[arg(long = "type", value_name = "TEXT")]
+    pub(crate) workflow_type: Option<String>,
+    /// Most runs to list.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=1_000))]
+    pub(crate) limit: i64,
+    /// Continue after this run id (the previous page's `next_cursor`).
+    #[arg(long, value_name = "RUN_ID")]
+    pub(crate) after: Option<Uuid>,
+}
+
+/// `gates ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum GatesCommand {
+    /// Complete a waiting gate successfully, releasing the steps after it.
+    Complete {
+        /// The workflow run id.
+        run: Uuid,
+        /// The gate's step key.
+        step: String,
+        /// The gate's output, as JSON.
+        #[arg(long, value_parser = parse_json)]
+        output: Option<serde_json::Value>,
+    },
+    /// Fail a waiting gate: steps that needed it to succeed are canceled.
+    Fail {
+        /// The workflow run id.
+        run: Uuid,
+        /// The gate's step key.
+        step: String,
+        /// The error code stored on the step.
+        #[arg(long, default_value = "gate.failed")]
+        code: String,
+        /// The error message stored on the step.
+        #[arg(long)]
+        message: Option<String>,
+    },
+}
+
+/// `schedules ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum SchedulesCommand {
+    /// List every schedule.
+    List,
+    /// Stop a schedule from firing.
+    Pause {
+        /// The schedule's name.
+        name: String,
+    },
+    /// Let a paused schedule fire again (its job type must be enabled).
+    Resume {
+        /// The schedule's name.
+        name: String,
+    },
+}
+
+/// `prune ...`: the retention the workers use, from the same variables.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct PruneArgs {
+    /// Only count what would be deleted.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Keep succeeded jobs and runs this long, in seconds.
+    #[arg(long, env = "JOBS_RETAIN_SUCCEEDED_SECONDS", value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64))]
+    pub(crate) retain_succeeded_seconds: Option<u64>,
+    /// Keep dead-lettered jobs (and runs completed with errors) this long, in seconds.
+    #[arg(long, env = "JOBS_RETAIN_DEAD_LETTERED_SECONDS", value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64))]
+    pub(crate) retain_dead_lettered_seconds: Option<u64>,
+    /// Keep canceled jobs and runs this long, in seconds.
+    #[arg(long, env = "JOBS_RETAIN_CANCELED_SECONDS", value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64))]
+    pub(crate) retain_canceled_seconds: Option<u64>,
+}
+
+fn parse_job_status(text: &str) -> Result<JobStatus, String> {
+    text.to_ascii_uppercase()
+        .parse()
+        .map_err(|_| format!("not a job status: {text}"))
+}
+
+fn parse_run_status(text: &str) -> Result<WorkflowRunStatus, String> {
+    text.to_ascii_uppercase()
+        .parse()
+        .map_err(|_| format!("not a workflow run status: {text}"))
+}
+
+fn parse_json(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|err| format!("not JSON: {err}"))
+}
+
+/// A job id from the command line.
+pub(crate) fn job_id(id: Uuid) -> JobId {
+    JobId(id)
+}
+
+/// A run id from the command line.
+pub(crate) fn run_id(id: Uuid) -> WorkflowRunId {
+    WorkflowRunId(id)
 }
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory;
+
     use super::*;
 
-    fn run(args: &[&str], env: Option<&str>) -> Result<Parsed, String> {
-        parse(args.iter().map(|a| (*a).to_owned()), env.map(str::to_owned))
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("runledger-tui").chain(args.iter().copied()))
     }
 
     #[test]
-    fn defaults_come_from_the_environment() {
-        let Parsed::Run(args) = run(&[], Some("postgres://x/db")).unwrap() else {
-            panic!("expected run");
-        };
-        assert_eq!(args.database_url, "postgres://x/db");
-        assert_eq!(args.refresh, Duration::from_millis(DEFAULT_REFRESH_MS));
-        assert_eq!(args.limit, DEFAULT_LIMIT);
-        assert_eq!(args.organization, None);
-        assert!(!args.skip_schema_check);
+    fn the_definition_is_consistent() {
+        Cli::command().debug_assert();
     }
 
     #[test]
-    fn every_flag_is_parsed_in_both_spellings() {
+    fn no_subcommand_starts_the_dashboard_with_its_defaults() {
+        let cli = parse(&["--database-url", "postgres://x/db"]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(cli.database_url.as_deref(), Some("postgres://x/db"));
+        assert_eq!(cli.tui.refresh(), Duration::from_millis(DEFAULT_REFRESH_MS));
+        assert_eq!(cli.tui.limit, DEFAULT_LIMIT);
+        assert!(!cli.tui.skip_schema_check);
+    }
+
+    #[test]
+    fn dashboard_flags_are_parsed_in_both_spellings() {
         let org = "00000000-0000-0000-0000-000000000001";
-        let Parsed::Run(args) = run(
-            &[
-                "--database-url",
-                "postgres://flag/db",
-                &format!("--org={org}"),
-                "--refresh-ms",
-                "500",
-                "--limit=50",
-                "--skip-schema-check",
-            ],
-            Some("postgres://env/db"),
-        )
-        .unwrap() else {
-            panic!("expected run");
-        };
-        assert_eq!(args.database_url, "postgres://flag/db");
-        assert_eq!(args.organization, Some(Uuid::parse_str(org).unwrap()));
-        assert_eq!(args.refresh, Duration::from_millis(500));
-        assert_eq!(args.limit, 50);
-        assert!(args.skip_schema_check);
+        let cli = parse(&[
+            &format!("--org={org}"),
+            "--refresh-ms",
+            "500",
+            "--limit=50",
+            "--skip-schema-check",
+        ])
+        .unwrap();
+        assert_eq!(cli.org, Some(Uuid::parse_str(org).unwrap()));
+        assert_eq!(cli.tui.refresh(), Duration::from_millis(500));
+        assert_eq!(cli.tui.limit, 50);
+        assert!(cli.tui.skip_schema_check);
     }
 
     #[test]
-    fn bad_input_is_refused_with_a_message() {
-        assert!(run(&[], None).unwrap_err().contains("DATABASE_URL"));
-        assert!(
-            run(&["--org", "nope"], Some("u"))
-                .unwrap_err()
-                .contains("UUID")
-        );
-        assert!(
-            run(&["--limit", "0"], Some("u"))
-                .unwrap_err()
-                .contains("--limit")
-        );
-        assert!(
-            run(&["--refresh-ms", "10"], Some("u"))
-                .unwrap_err()
-                .contains("--refresh-ms")
-        );
-        assert!(
-            run(&["--limit"], Some("u"))
-                .unwrap_err()
-                .contains("needs a value")
-        );
-        assert!(
-            run(&["--bogus"], Some("u"))
-                .unwrap_err()
-                .contains("unknown")
-        );
-        assert_eq!(run(&["--help"], None).unwrap(), Parsed::Help);
-        assert_eq!(run(&["-V"], None).unwrap(), Parsed::Version);
+    fn bad_input_is_refused_with_the_flag_named() {
+        for (args, flag) in [
+            (&["--org", "nope"][..], "--org"),
+            (&["--limit", "0"][..], "--limit"),
+            (&["--refresh-ms", "10"][..], "--refresh-ms"),
+            (&["jobs", "list", "--status", "done"][..], "--status"),
+            (
+                &[
+                    "gates",
+                    "complete",
+                    "00000000-0000-0000-0000-000000000001",
+                    "approve",
+                    "--output",
+                    "{",
+                ][..],
+                "--output",
+            ),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+            assert!(err.to_string().contains(flag), "{args:?}: {err}");
+        }
+        assert!(parse(&["--bogus"]).is_err());
+    }
+
+    #[test]
+    fn subcommands_take_their_arguments() {
+        let cli = parse(&[
+            "--json",
+            "jobs",
+            "list",
+            "--status",
+            "dead_lettered",
+            "--type",
+            "emails",
+        ])
+        .unwrap();
+        assert!(cli.json);
+        let Some(Command::Jobs(JobsCommand::List(list))) = cli.command else {
+            panic!("expected jobs list");
+        };
+        assert_eq!(list.status, Some(JobStatus::DeadLettered));
+        assert_eq!(list.job_type.as_deref(), Some("emails"));
+        let cli = parse(&["prune", "--dry-run", "--retain-succeeded-seconds", "60"]).unwrap();
+        let Some(Command::Prune(prune)) = cli.command else {
+            panic!("expected prune");
+        };
+        assert!(prune.dry_run);
+        assert_eq!(prune.retain_succeeded_seconds, Some(60));
     }
 }

@@ -1,51 +1,57 @@
-//! `runledger-tui`: a read-only terminal dashboard for Runledger operators.
+//! `runledger-tui`: the operator tool for Runledger. Without a subcommand it is a read-only
+//! terminal dashboard; its subcommands are an admin CLI for scripts and operators.
 //!
-//! It connects to the database your workers use and shows, refreshed in the background:
+//! The dashboard connects to the database your workers use and shows, refreshed in the
+//! background:
 //!
-//! - **Dashboard** (1): per job type, pending (and due) jobs, the oldest due job's wait, leased
-//!   jobs and stale leases, successes and dead letters of the last 24 hours, p50/p95 duration;
-//!   workflow runs running, waiting for an external step, and completed with errors.
+//! - **Dashboard** (1): throughput, dead letters and queue depth over the last hour as charts;
+//!   per job type, pending (and due) jobs, the oldest due job's wait, leased jobs and stale
+//!   leases, successes and dead letters of the last 24 hours, p50/p95 duration; workflow runs
+//!   running, waiting for an external step, and completed with errors.
 //! - **Queue** (2): jobs newest first, filtered by status (`f`), type (`t`), search (`/`) or
-//!   workflow run (`w`), in keyset pages. Enter opens the **job detail**: panes Summary,
-//!   Attempts+Events, Logs and Payload (`[` / `]`).
+//!   workflow run (`w`), in keyset pages. Enter opens the **job detail**: panes Summary (with
+//!   the job's progress as a gauge), Attempts+Events, Logs and Payload (`[` / `]`).
 //! - **Workflows** (3): runs with step progress; Enter opens the **workflow detail** with every
 //!   step, its prerequisites and status.
 //! - **Definitions** (4): job definitions with their runtime config and schedules.
 //!
 //! ```sh
 //! DATABASE_URL=postgres://user:pass@host/db cargo run -p runledger-tui -- --org <uuid>
+//! cargo run -p runledger-tui -- jobs list --status dead_lettered --json
 //! ```
 //!
-//! Flags: `--database-url` (or `DATABASE_URL`), `--org`, `--refresh-ms`, `--limit`,
-//! `--skip-schema-check`. Press `?` for every key. The session is read-only
-//! (`default_transaction_read_only`); the title shows whether the data is live, loading,
-//! paused, stale or reconnecting (with the error), and the UI never waits on the database.
+//! `--help` lists the flags and subcommands (`migrate`, `check-schema`, `jobs`, `workflows`,
+//! `gates`, `schedules`, `prune`, `stats`). Press `?` in the dashboard for every key. The
+//! dashboard's session is read-only (`default_transaction_read_only`); the title shows whether
+//! the data is live, loading, paused, stale or reconnecting (with the error), and the UI never
+//! waits on the database.
 //!
-//! Exit status: 0 on quit (also after SIGTERM, SIGHUP or a hang-up of the terminal), 2 for bad
-//! flags, 3 when the schema check fails, 1 for terminal errors.
+//! Exit status: 0 on success (the dashboard: on quit, also after SIGTERM, SIGHUP or a hang-up
+//! of the terminal), 1 when a command was refused or failed (or a terminal error), 2 for bad
+//! flags, 3 when the schema check fails.
 
 mod app;
 mod args;
+mod cli;
 mod model;
 mod poller;
 mod terminal;
 mod ui;
 
-use std::io::Write;
 use std::process::ExitCode;
-use std::str::FromStr;
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
+use clap::Parser;
 use ratatui::crossterm::event::{self, Event, KeyEvent, KeyEventKind};
 use runledger_engine::postgres::ensure_schema_compatible;
 use sqlx::PgPool;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, watch};
 
 use crate::app::{App, AppConfig, Effect};
-use crate::args::{Args, Parsed};
+use crate::args::{Cli, Command, TuiArgs};
+use crate::cli::Output;
 use crate::model::PollerEvent;
 use crate::poller::PollerConfig;
 use crate::terminal::TerminalGuard;
@@ -55,25 +61,15 @@ use crate::ui::{CHROME_ROWS, Clock};
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn main() -> ExitCode {
-    let parsed = args::parse(std::env::args().skip(1), std::env::var("DATABASE_URL").ok());
-    let args = match parsed {
-        Ok(Parsed::Run(args)) => args,
-        Ok(Parsed::Help) => {
-            let _ = writeln!(std::io::stdout(), "{}", args::USAGE);
-            return ExitCode::SUCCESS;
-        }
-        Ok(Parsed::Version) => {
-            let _ = writeln!(
-                std::io::stdout(),
-                "runledger-tui {}",
-                env!("CARGO_PKG_VERSION")
-            );
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprintln!("runledger-tui: {message}\n\n{}", args::USAGE);
-            return ExitCode::from(2);
-        }
+    // Help, version and bad flags end here (exit status 0, 0 and 2).
+    let cli = Cli::parse();
+    let out = Output { json: cli.json };
+    let Some(database_url) = cli.database_url.filter(|url| !url.trim().is_empty()) else {
+        out.fail(
+            "cli.usage",
+            "no database: pass --database-url or set DATABASE_URL",
+        );
+        return ExitCode::from(2);
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -86,7 +82,24 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let pool = match connect(&runtime, &args) {
+    let tui = match &cli.command {
+        None => cli.tui,
+        Some(Command::Tui(tui)) => tui.clone(),
+        Some(command) => return cli::run(&runtime, &database_url, cli.org, out, command),
+    };
+    dashboard(&runtime, &database_url, cli.org, &tui)
+}
+
+/// Runs the terminal dashboard.
+fn dashboard(
+    runtime: &Runtime,
+    database_url: &str,
+    organization: Option<uuid::Uuid>,
+    args: &TuiArgs,
+) -> ExitCode {
+    // A small lazy pool: the UI starts (and shows "reconnecting") even if the database is
+    // down when the schema check is skipped.
+    let pool = match cli::connect(runtime, database_url, cli::Session::Dashboard) {
         Ok(pool) => pool,
         Err(message) => {
             eprintln!("runledger-tui: {message}");
@@ -99,32 +112,13 @@ fn main() -> ExitCode {
         eprintln!("runledger-tui: {message}");
         return ExitCode::from(3);
     }
-    match run_ui(&runtime, pool, &args) {
+    match run_ui(runtime, pool, organization, args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("runledger-tui: terminal error: {err}");
             ExitCode::FAILURE
         }
     }
-}
-
-/// A small lazy pool: the UI starts (and shows "reconnecting") even if the database is down
-/// when the schema check is skipped. Sessions are read-only and plan every admin read for its
-/// actual filter values, so optional filters keep using their indexes.
-fn connect(runtime: &Runtime, args: &Args) -> Result<PgPool, String> {
-    let options = PgConnectOptions::from_str(&args.database_url)
-        .map_err(|err| format!("invalid database URL: {err}"))?
-        .application_name("runledger-tui")
-        .options([
-            ("default_transaction_read_only", "on"),
-            ("plan_cache_mode", "force_custom_plan"),
-            ("statement_timeout", "10000"),
-        ]);
-    let _entered = runtime.enter();
-    Ok(PgPoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(Duration::from_secs(5))
-        .connect_lazy_with(options))
 }
 
 async fn check_schema(pool: &PgPool) -> Result<(), String> {
@@ -165,11 +159,16 @@ async fn forward_signals(events: std_mpsc::Sender<PollerEvent>) {
     drop(events);
 }
 
-fn run_ui(runtime: &Runtime, pool: PgPool, args: &Args) -> std::io::Result<()> {
+fn run_ui(
+    runtime: &Runtime,
+    pool: PgPool,
+    organization: Option<uuid::Uuid>,
+    args: &TuiArgs,
+) -> std::io::Result<()> {
     let mut app = App::new(AppConfig {
-        organization: args.organization,
+        organization,
         limit: args.limit,
-        refresh: args.refresh,
+        refresh: args.refresh(),
     });
     let (query_tx, query_rx) = watch::channel(app.query());
     let (command_tx, command_rx) = mpsc::unbounded_channel();
@@ -180,7 +179,7 @@ fn run_ui(runtime: &Runtime, pool: PgPool, args: &Args) -> std::io::Result<()> {
         command_rx,
         event_tx.clone(),
         PollerConfig {
-            refresh: args.refresh,
+            refresh: args.refresh(),
             fetch_timeout: FETCH_TIMEOUT,
         },
     ));

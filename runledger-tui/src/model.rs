@@ -8,8 +8,8 @@ use runledger_engine::core::jobs::{
     JobId, JobStatus, WorkflowRunId, WorkflowRunStatus, WorkflowStepKind, WorkflowStepStatus,
 };
 use runledger_engine::postgres::jobs::{
-    JobDefinition, JobDetail, JobMetrics, JobRecord, JobRuntimeConfig, JobSchedule,
-    WorkflowRunRecord, WorkflowStepRecord,
+    JobActivityMinute, JobDefinition, JobDetail, JobMetrics, JobRecord, JobRuntimeConfig,
+    JobSchedule, WorkflowRunRecord, WorkflowStepRecord,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -100,9 +100,30 @@ impl From<JobMetrics> for MetricRow {
     }
 }
 
+/// One minute of the dashboard's charts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct ActivityPoint {
+    pub(crate) succeeded: u64,
+    pub(crate) dead_lettered: u64,
+    pub(crate) queue_depth: u64,
+}
+
+impl From<JobActivityMinute> for ActivityPoint {
+    fn from(m: JobActivityMinute) -> Self {
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Self {
+            succeeded: count(m.succeeded),
+            dead_lettered: count(m.dead_lettered),
+            queue_depth: count(m.queue_depth),
+        }
+    }
+}
+
 /// Dashboard figures.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct DashboardData {
+    /// The last hour, minute by minute, oldest first.
+    pub(crate) activity: Vec<ActivityPoint>,
     pub(crate) metrics: Vec<MetricRow>,
     pub(crate) runs_running: i64,
     pub(crate) runs_waiting: i64,

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use runledger_engine::core::jobs::{JobId, WorkflowRunId, WorkflowRunStatus};
 use runledger_engine::postgres::jobs::{
     JobListFilter, TenantScope, WorkflowRunCountFilter, WorkflowRunListFilter, count_jobs,
-    count_workflow_runs, get_job_by_id, get_job_detail, get_job_metrics, get_workflow_run,
-    list_job_definitions, list_job_runtime_configs, list_job_schedules, list_jobs,
-    list_workflow_run_step_counts, list_workflow_runs, list_workflow_steps,
+    count_workflow_runs, get_job_activity, get_job_by_id, get_job_detail, get_job_metrics,
+    get_workflow_run, list_job_definitions, list_job_runtime_configs, list_job_schedules,
+    list_jobs, list_workflow_run_step_counts, list_workflow_runs, list_workflow_steps,
 };
 use sqlx::PgPool;
 use tokio::sync::{mpsc, watch};
@@ -157,7 +157,9 @@ async fn fetch_data(
             let metrics = get_job_metrics(pool, org).await?;
             let none = WorkflowFilter::default();
             let count = |status| run_count_filter(Some(status), &none, org);
+            let activity = get_job_activity(pool, org).await?;
             Data::Dashboard(DashboardData {
+                activity: activity.into_iter().map(Into::into).collect(),
                 metrics: metrics.into_iter().map(Into::into).collect(),
                 runs_running: count_workflow_runs(pool, &count(WorkflowRunStatus::Running)).await?,
                 runs_waiting: count_workflow_runs(

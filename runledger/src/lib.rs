@@ -131,6 +131,7 @@ pub use workflow::{Wait, Workflow, WorkflowHandle, WorkflowOptions};
 /// | `priority` | `priority = 10` | claim priority, higher first (may be negative) |
 /// | `version` | `version = 2` | definition version (≥ 1) |
 /// | `enabled` | `enabled = false` | the definition's enabled flag |
+/// | `retain` | `retain = "3d"` | how long finished jobs of this type are kept before the pruner deletes them, whatever their end (default: the worker's `JOBS_RETAIN_*`, 1 day after success, 7 days after a dead letter or a cancel) |
 ///
 /// ```
 /// use runledger::prelude::*;

@@ -14,6 +14,7 @@ use crate::engine::postgres::{
 use crate::engine::runtime::catalog::{CatalogJobScheduleSpec, JobCatalog};
 use crate::engine::runtime::config::{JobsConfig, JobsConfigError, check_pool_size};
 use crate::engine::runtime::registry::JobHandler;
+use crate::engine::runtime::supervisor::BACKGROUND_LOOP_CONNECTIONS;
 use crate::engine::runtime::worker::WorkerConfig;
 use crate::engine::runtime::{JobLifecycleObserver, Supervisor, SupervisorBuilder};
 use crate::error::Error;
@@ -256,7 +257,7 @@ impl Worker {
 fn pool_size(config: &JobsConfig) -> u32 {
     let loops = WorkerConfig::from_jobs_config(config)
         .connections_used()
-        .saturating_add(2);
+        .saturating_add(BACKGROUND_LOOP_CONNECTIONS);
     loops
         .saturating_add(config.max_global_concurrency)
         .min(50)

@@ -35,18 +35,20 @@ const TYPES: usize = 10;
 const ROUNDS: usize = 7;
 const LIMIT: i64 = 200;
 
-fn flag(name: &str, default: usize) -> Result<usize, BoxError> {
-    let args: Vec<String> = std::env::args().collect();
-    match args.iter().position(|a| a == name) {
-        Some(i) => Ok(args.get(i + 1).ok_or("missing value")?.parse()?),
-        None => Ok(default),
-    }
+/// Times the admin reads behind the TUI over a large seeded history.
+#[derive(clap::Parser)]
+struct Options {
+    /// Jobs to seed.
+    #[arg(long, default_value_t = 100_000)]
+    jobs: usize,
+    /// Workflow runs to seed.
+    #[arg(long, default_value_t = 1_000)]
+    runs: usize,
 }
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let jobs = flag("--jobs", 100_000)?;
-    let runs = flag("--runs", 1_000)?;
+    let Options { jobs, runs } = clap::Parser::parse();
     let db_url = fresh_database(&database_url(), DB).await?;
     let writer = PgPoolOptions::new()
         .max_connections(8)

@@ -54,12 +54,17 @@ async fn expect_success(case: &str, options: PgConnectOptions) -> Result<(), Box
     Ok(())
 }
 
+/// Checks the startup messages for connection errors on a private cluster.
+#[derive(clap::Parser)]
+struct Options {
+    /// Port of the private cluster.
+    #[arg(long, default_value_t = 5498)]
+    port: u16,
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let port: u16 = std::env::args()
-        .skip_while(|a| a != "--port")
-        .nth(1)
-        .map_or(Ok(5498), |v| v.parse())?;
+    let Options { port } = clap::Parser::parse();
     let cluster = PrivateCluster::create("runledger_conncheck", port, "scram-sha-256")?;
     let admin = PgPoolOptions::new()
         .max_connections(1)

@@ -33,21 +33,32 @@ use sqlx::postgres::PgPoolOptions;
 const DB: &str = "runledger_crash_soak";
 const JOB_TYPE: &str = "soak.work";
 
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    let at = args.iter().position(|a| a == name)?;
-    args.get(at + 1).cloned()
-}
-
-fn number(name: &str, default: u64) -> Result<u64, BoxError> {
-    Ok(arg(name).map_or(Ok(default), |v| v.parse())?)
+/// Drains a queue with worker processes that are SIGKILLed and restarted.
+#[derive(clap::Parser)]
+struct Options {
+    /// Run as one of the worker processes, with this identity (the driver starts them).
+    #[arg(long, value_name = "IDENTITY")]
+    worker: Option<String>,
+    /// Jobs to drain.
+    #[arg(long, default_value_t = 20_000)]
+    jobs: u64,
+    /// Worker processes.
+    #[arg(long, default_value_t = 3)]
+    workers: usize,
+    /// Pause between SIGKILLs, in milliseconds.
+    #[arg(long, default_value_t = 2_000)]
+    kill_every_ms: u64,
+    /// Longest the drain may take, in seconds.
+    #[arg(long, default_value_t = 170)]
+    max_seconds: u64,
 }
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    match arg("--worker") {
+    let options: Options = clap::Parser::parse();
+    match options.worker.clone() {
         Some(identity) => worker(identity).await,
-        None => drive().await,
+        None => drive(&options).await,
     }
 }
 
@@ -163,11 +174,11 @@ async fn count(pool: &PgPool, sql: &'static str) -> Result<i64, BoxError> {
     Ok(sqlx::query_scalar(sql).fetch_one(pool).await?)
 }
 
-async fn drive() -> Result<(), BoxError> {
-    let jobs = number("--jobs", 20_000)?;
-    let workers = number("--workers", 3)? as usize;
-    let kill_every = Duration::from_millis(number("--kill-every-ms", 2_000)?);
-    let limit = Duration::from_secs(number("--max-seconds", 170)?);
+async fn drive(options: &Options) -> Result<(), BoxError> {
+    let jobs = options.jobs;
+    let workers = options.workers;
+    let kill_every = Duration::from_millis(options.kill_every_ms);
+    let limit = Duration::from_secs(options.max_seconds);
     let db_url = fresh_database(&database_url(), DB).await?;
     let pool = PgPoolOptions::new()
         .max_connections(4)

@@ -121,10 +121,18 @@ impl JobHandler for Ping {
     }
 }
 
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    let at = args.iter().position(|a| a == name)?;
-    args.get(at + 1).cloned()
+/// Restarts a private PostgreSQL cluster under running workflows.
+#[derive(clap::Parser)]
+struct Options {
+    /// Port of the private cluster.
+    #[arg(long, default_value_t = 5451)]
+    port: u16,
+    /// Workflow runs to drive.
+    #[arg(long, default_value_t = 200)]
+    runs: i64,
+    /// Restart modes, in order (fast or immediate), comma-separated.
+    #[arg(long, default_value = "fast,immediate,fast,immediate")]
+    restarts: String,
 }
 
 async fn scalar(pool: &PgPool, sql: &'static str) -> Option<i64> {
@@ -214,9 +222,11 @@ async fn enqueue_runs(pool: &PgPool, numbers: std::ops::Range<i64>) -> Result<()
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let port: u16 = arg("--port").map_or(Ok(5451), |v| v.parse())?;
-    let runs_wanted: i64 = arg("--runs").map_or(Ok(200), |v| v.parse())?;
-    let modes = arg("--restarts").unwrap_or_else(|| "fast,immediate,fast,immediate".to_owned());
+    let Options {
+        port,
+        runs: runs_wanted,
+        restarts: modes,
+    } = clap::Parser::parse();
     let cluster = PrivateCluster::create("runledger_chaos", port, "trust")?;
     let server = format!("postgres://postgres@127.0.0.1:{}/postgres", cluster.port());
     let db_url = fresh_database(&server, DB).await?;

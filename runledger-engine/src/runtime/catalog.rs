@@ -544,7 +544,7 @@ impl JobCatalog {
     }
 
     /// Additive sync: inserts missing definitions and restores the fields the catalog owns
-    /// (version, attempts, timeout, priority) on existing ones. A definition an operator
+    /// (version, attempts, timeout, priority, retention) on existing ones. A definition an operator
     /// disabled stays disabled; one the catalog disables is disabled. Rows the catalog does not
     /// mention are left alone. One statement.
     pub async fn sync_definitions(&self, pool: &PgPool) -> Result<(), CatalogError> {

@@ -5,6 +5,8 @@ use std::time::Duration;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::core::jobs::Retention;
+
 /// Default pause between polls when no notification arrives.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(1_000);
 /// Default upper bound on jobs claimed per round trip.
@@ -19,6 +21,8 @@ pub const DEFAULT_REAPER_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_SCHEDULE_POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// Default delay before a reaped job becomes claimable again.
 pub const DEFAULT_REAPER_RETRY_DELAY: Duration = Duration::from_millis(1_000);
+/// Default pause between pruner passes.
+pub const DEFAULT_PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Smallest poll interval accepted; smaller values are raised to it.
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
@@ -141,6 +145,15 @@ pub struct JobsConfig {
     pub schedule_poll_interval: Duration,
     /// Delay before a reaped job is claimable again (`JOBS_REAPER_RETRY_DELAY_MS`).
     pub reaper_retry_delay: Duration,
+    /// Whether this process runs the pruner (`JOBS_PRUNER_ENABLED`, default `true`). Only one
+    /// pruner works at a time whatever the number of processes running one.
+    pub pruner_enabled: bool,
+    /// Pause between pruner passes (`JOBS_PRUNE_INTERVAL_SECONDS`).
+    pub prune_interval: Duration,
+    /// How long finished jobs and runs are kept (`JOBS_RETAIN_SUCCEEDED_SECONDS`,
+    /// `JOBS_RETAIN_DEAD_LETTERED_SECONDS`, `JOBS_RETAIN_CANCELED_SECONDS`); a job
+    /// definition's own retention wins for its type.
+    pub retention: Retention,
 }
 
 impl Default for JobsConfig {
@@ -154,6 +167,9 @@ impl Default for JobsConfig {
             reaper_interval: DEFAULT_REAPER_INTERVAL,
             schedule_poll_interval: DEFAULT_SCHEDULE_POLL_INTERVAL,
             reaper_retry_delay: DEFAULT_REAPER_RETRY_DELAY,
+            pruner_enabled: true,
+            prune_interval: DEFAULT_PRUNE_INTERVAL,
+            retention: Retention::default(),
         }
     }
 }
@@ -205,6 +221,37 @@ impl JobsConfig {
             }
         };
         let defaults = Self::default();
+        let seconds = |variable, default: Duration| -> Result<Duration, JobsConfigError> {
+            Ok(read(variable)?.map_or(default, Duration::from_secs))
+        };
+        let pruner_enabled = match lookup("JOBS_PRUNER_ENABLED") {
+            None => defaults.pruner_enabled,
+            Some(value) => match value.trim().to_ascii_lowercase().as_str() {
+                "" => defaults.pruner_enabled,
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" => false,
+                _ => {
+                    return Err(JobsConfigError::InvalidEnvVar {
+                        variable: "JOBS_PRUNER_ENABLED",
+                        value,
+                        expected: "true or false",
+                    });
+                }
+            },
+        };
+        let retention = Retention::default()
+            .succeeded(seconds(
+                "JOBS_RETAIN_SUCCEEDED_SECONDS",
+                defaults.retention.succeeded,
+            )?)
+            .dead_lettered(seconds(
+                "JOBS_RETAIN_DEAD_LETTERED_SECONDS",
+                defaults.retention.dead_lettered,
+            )?)
+            .canceled(seconds(
+                "JOBS_RETAIN_CANCELED_SECONDS",
+                defaults.retention.canceled,
+            )?);
         let worker_id = match lookup("JOBS_WORKER_ID").map(|id| id.trim().to_owned()) {
             Some(id) if id.contains('\0') || id.chars().count() > 255 => {
                 return Err(JobsConfigError::InvalidEnvVar {
@@ -232,12 +279,15 @@ impl JobsConfig {
                 .map_or(defaults.schedule_poll_interval, Duration::from_secs),
             reaper_retry_delay: read("JOBS_REAPER_RETRY_DELAY_MS")?
                 .map_or(defaults.reaper_retry_delay, Duration::from_millis),
+            pruner_enabled,
+            prune_interval: seconds("JOBS_PRUNE_INTERVAL_SECONDS", defaults.prune_interval)?,
+            retention,
         };
         Ok(config.clamped())
     }
 
     /// Raises every value below its safe minimum to the minimum, and lowers the batch size,
-    /// the lease and the reaper's retry delay to their maximums.
+    /// the lease, the reaper's retry delay and the retentions to their maximums.
     pub fn clamped(mut self) -> Self {
         self.poll_interval = self.poll_interval.max(MIN_POLL_INTERVAL);
         self.claim_batch_size = self.claim_batch_size.clamp(1, MAX_CLAIM_BATCH_SIZE);
@@ -246,6 +296,8 @@ impl JobsConfig {
         self.max_global_concurrency = self.max_global_concurrency.max(1);
         self.reaper_interval = self.reaper_interval.max(MIN_LOOP_INTERVAL);
         self.schedule_poll_interval = self.schedule_poll_interval.max(MIN_LOOP_INTERVAL);
+        self.prune_interval = self.prune_interval.max(MIN_LOOP_INTERVAL);
+        self.retention = self.retention.clamped();
         self
     }
 
@@ -282,6 +334,19 @@ impl JobsConfig {
         if self.schedule_poll_interval < MIN_LOOP_INTERVAL {
             return invalid("schedule_poll_interval", "must be at least 1 second");
         }
+        if self.prune_interval < MIN_LOOP_INTERVAL {
+            return invalid("prune_interval", "must be at least 1 second");
+        }
+        if let Some(field) = self.retention.out_of_range_field() {
+            return invalid(
+                match field {
+                    "succeeded" => "retention.succeeded",
+                    "dead_lettered" => "retention.dead_lettered",
+                    _ => "retention.canceled",
+                },
+                "must be between 1 second and i32::MAX seconds",
+            );
+        }
         Ok(())
     }
 }
@@ -293,6 +358,7 @@ fn saturate_u32(value: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::jobs::{MAX_RETENTION, MIN_RETENTION};
 
     fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
         move |name| {
@@ -314,6 +380,11 @@ mod tests {
             ("JOBS_REAPER_INTERVAL_SECONDS", "3"),
             ("JOBS_SCHEDULE_POLL_INTERVAL_SECONDS", "9"),
             ("JOBS_REAPER_RETRY_DELAY_MS", "1500"),
+            ("JOBS_PRUNER_ENABLED", "off"),
+            ("JOBS_PRUNE_INTERVAL_SECONDS", "30"),
+            ("JOBS_RETAIN_SUCCEEDED_SECONDS", "3600"),
+            ("JOBS_RETAIN_DEAD_LETTERED_SECONDS", "7200"),
+            ("JOBS_RETAIN_CANCELED_SECONDS", "60"),
         ]))
         .unwrap();
         assert_eq!(config.worker_id, "w-1");
@@ -324,7 +395,32 @@ mod tests {
         assert_eq!(config.reaper_interval, Duration::from_secs(3));
         assert_eq!(config.schedule_poll_interval, Duration::from_secs(9));
         assert_eq!(config.reaper_retry_delay, Duration::from_millis(1500));
+        assert!(!config.pruner_enabled);
+        assert_eq!(config.prune_interval, Duration::from_secs(30));
+        assert_eq!(
+            config.retention,
+            Retention::default()
+                .succeeded(Duration::from_secs(3_600))
+                .dead_lettered(Duration::from_secs(7_200))
+                .canceled(Duration::from_secs(60))
+        );
         config.validate().unwrap();
+    }
+
+    #[test]
+    fn retention_defaults_keep_successes_a_day_and_failures_a_week() {
+        let config = JobsConfig::from_lookup(env(&[])).unwrap();
+        assert!(config.pruner_enabled);
+        assert_eq!(config.retention.succeeded, Duration::from_secs(86_400));
+        assert_eq!(config.retention.dead_lettered, Duration::from_secs(604_800));
+        assert_eq!(config.retention.canceled, Duration::from_secs(604_800));
+        let zero = JobsConfig::from_lookup(env(&[("JOBS_RETAIN_SUCCEEDED_SECONDS", "0")])).unwrap();
+        assert_eq!(zero.retention.succeeded, MIN_RETENTION);
+        let huge = JobsConfig::from_lookup(env(&[("JOBS_RETAIN_CANCELED_SECONDS", "99999999999")]))
+            .unwrap();
+        assert_eq!(huge.retention.canceled, MAX_RETENTION);
+        let err = JobsConfig::from_lookup(env(&[("JOBS_PRUNER_ENABLED", "maybe")])).unwrap_err();
+        assert!(err.to_string().contains("JOBS_PRUNER_ENABLED"));
     }
 
     #[test]

@@ -1,11 +1,12 @@
-//! The worker runtime: handler registry and catalog, configuration, the worker and reaper
-//! and scheduler loops, lifecycle observers and the [`Supervisor`] that runs them.
+//! The worker runtime: handler registry and catalog, configuration, the worker, reaper,
+//! scheduler and pruner loops, lifecycle observers and the [`Supervisor`] that runs them.
 
 pub mod catalog;
 pub mod config;
 pub mod error;
 mod job_logs;
 pub mod observer;
+pub mod pruner;
 pub mod reaper;
 pub mod registry;
 pub mod scheduler;

@@ -1,5 +1,5 @@
-//! The Supervisor: starts the worker, reaper and scheduler loops of a worker process, watches them, and
-//! shuts them down within a deadline.
+//! The Supervisor: starts the worker, reaper, scheduler and pruner loops of a worker process,
+//! watches them, and shuts them down within a deadline.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -16,6 +16,7 @@ use crate::runtime::catalog::JobCatalog;
 use crate::runtime::config::{JobsConfig, JobsConfigError, warn_if_pool_small};
 use crate::runtime::error::{RuntimeError, RuntimeLoopExit};
 use crate::runtime::observer::{JobLifecycleObserver, JobLifecycleObservers};
+use crate::runtime::pruner::{Pruner, PrunerConfig};
 use crate::runtime::reaper::{Reaper, ReaperConfig};
 use crate::runtime::registry::JobRegistry;
 use crate::runtime::scheduler::{Scheduler, SchedulerConfig};
@@ -24,6 +25,10 @@ use crate::runtime::worker::{Worker, WorkerConfig};
 
 /// How long loops get to finish after the deadline's hard stop before they are aborted.
 const HARD_STOP_GRACE: Duration = Duration::from_millis(500);
+
+/// Connections the Supervisor's loops other than the worker may hold at once: the reaper, the
+/// scheduler and the pruner, one each.
+pub const BACKGROUND_LOOP_CONNECTIONS: u32 = 3;
 
 /// Anything `Supervisor::builder` accepts as configuration: a [`JobsConfig`], or the result of
 /// [`JobsConfig::from_env`] (whose error then surfaces from the builder).
@@ -108,8 +113,10 @@ impl SupervisorBuilder {
             return Err(RuntimeError::NoHandlers);
         }
         let worker_config = WorkerConfig::from_jobs_config(&self.config);
-        // The reaper and the scheduler hold one connection each while they run.
-        warn_if_pool_small(&self.pool, worker_config.connections_used() + 2);
+        warn_if_pool_small(
+            &self.pool,
+            worker_config.connections_used() + BACKGROUND_LOOP_CONNECTIONS,
+        );
         let tree = TaskTree::new();
         let tasks = tree.spawner().clone();
         let shutdown = tasks.child_token();
@@ -127,7 +134,11 @@ impl SupervisorBuilder {
             ReaperConfig::from_jobs_config(&self.config),
             observers,
         )?;
-        let scheduler = Scheduler::new(self.pool, SchedulerConfig::from_jobs_config(&self.config))?;
+        let scheduler = Scheduler::new(
+            self.pool.clone(),
+            SchedulerConfig::from_jobs_config(&self.config),
+        )?;
+        let pruner = Pruner::new(self.pool, PrunerConfig::from_jobs_config(&self.config))?;
 
         let mut loops = JoinSet::new();
         let mut names = HashMap::new();
@@ -153,6 +164,14 @@ impl SupervisorBuilder {
             Box::pin(async move { scheduler.run(stop).await }),
             tracing::info_span!("runledger.scheduler"),
         );
+        if self.config.pruner_enabled {
+            let stop = shutdown.clone();
+            start(
+                "pruner",
+                Box::pin(async move { pruner.run(stop).await }),
+                tracing::info_span!("runledger.pruner"),
+            );
+        }
         tracing::info!(worker.id = %self.config.worker_id, "supervisor started");
         Ok(Supervisor {
             loops,
@@ -169,7 +188,7 @@ impl SupervisorBuilder {
 
 type BoxedLoop = std::pin::Pin<Box<dyn Future<Output = RuntimeLoopExit> + Send>>;
 
-/// Runs the worker, reaper and scheduler loops of one worker process.
+/// Runs the worker, reaper, scheduler and pruner loops of one worker process.
 ///
 /// `build()` starts the loops; then either hand the process over to
 /// [`Supervisor::run_until_shutdown`] (the usual choice for a worker binary), or keep the

@@ -3,8 +3,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-const PREFIXES: [&str; 15] = [
+const PREFIXES: [&str; 17] = [
     "testing.",
+    "cli.",
+    "prune.",
     "connection.",
     "job.",
     "job_definition.",

@@ -5,6 +5,7 @@
 
 mod support;
 
+mod activity;
 mod admin;
 mod admin_reads;
 mod catalog;
@@ -17,6 +18,7 @@ mod hostile_input;
 mod properties;
 mod reads;
 mod recovery;
+mod retention;
 mod runtime;
 mod runtime_tasks;
 mod schedules;

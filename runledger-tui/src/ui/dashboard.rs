@@ -1,4 +1,4 @@
-//! Dashboard: per-type queue metrics and workflow run counters.
+//! Dashboard: the last hour's charts, per-type queue metrics and workflow run counters.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -34,9 +34,14 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
     ));
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let [summary_area, table_area] =
-        Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(inner);
+    let [summary_area, charts_area, table_area] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Length(super::charts::HEIGHT),
+        Constraint::Min(1),
+    ])
+    .areas(inner);
     frame.render_widget(Paragraph::new(summary), summary_area);
+    super::charts::draw(frame, charts_area, &data.activity);
     if rows.is_empty() {
         let text = if data.metrics.is_empty() {
             "no job definitions yet"

@@ -1,11 +1,13 @@
-//! Job detail: panes Summary, Attempts+Events, Logs and Payload (switch with `[` and `]`).
+//! Job detail: panes Summary (with the job's progress as a gauge), Attempts+Events, Logs and
+//! Payload (switch with `[` and `]`).
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph, Tabs, Wrap};
+use ratatui::widgets::{Block, Gauge, Paragraph, Tabs, Wrap};
 use runledger_engine::core::jobs::JobId;
+use serde_json::Value;
 
 use super::{
     format_optional_time, format_time, job_status_style, json_text, not_loaded_text, placeholder,
@@ -68,6 +70,46 @@ fn summary(detail: &JobDetailData) -> Vec<Line<'static>> {
             },
         ),
     ]
+}
+
+/// How far a job's stored progress says it is, from 0 to 1, when the value says: `completed`
+/// (or `current`, `done`) of `total`, a `percent`, a `fraction` (or `ratio`), or a bare number
+/// between 0 and 1. Anything else is shown as text only.
+pub(super) fn progress_ratio(progress: &Value) -> Option<f64> {
+    let number = |key: &str| progress.get(key).and_then(Value::as_f64);
+    let ratio = if let Some(fraction) = progress.as_f64() {
+        fraction
+    } else if let Some(total) = number("total").filter(|total| *total > 0.0) {
+        ["completed", "current", "done"]
+            .into_iter()
+            .find_map(number)?
+            / total
+    } else if let Some(percent) = number("percent") {
+        percent / 100.0
+    } else {
+        number("fraction").or_else(|| number("ratio"))?
+    };
+    ratio.is_finite().then_some(ratio.clamp(0.0, 1.0))
+}
+
+/// The gauge's label: stage, counts and message, as far as the value has them.
+fn progress_label(progress: &Value, ratio: f64) -> String {
+    let text = |key: &str| progress.get(key).and_then(Value::as_str);
+    let mut parts = Vec::new();
+    if let Some(stage) = text("stage") {
+        parts.push(stage.to_owned());
+    }
+    let count = ["completed", "current", "done"]
+        .into_iter()
+        .find_map(|key| progress.get(key).and_then(Value::as_u64));
+    match (count, progress.get("total").and_then(Value::as_u64)) {
+        (Some(done), Some(total)) => parts.push(format!("{done}/{total}")),
+        _ => parts.push(format!("{:.0}%", ratio * 100.0)),
+    }
+    if let Some(message) = text("message") {
+        parts.push(message.to_owned());
+    }
+    parts.join("  ")
 }
 
 fn history_line(kind: &str, line: &HistoryLine) -> Line<'static> {
@@ -169,6 +211,25 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
             .lines()
             .map(|line| Line::from(format!(" {line}")))
             .collect(),
+    };
+    let gauge = (app.pane == Pane::Summary)
+        .then_some(detail.job.progress.as_ref())
+        .flatten()
+        .and_then(|progress| Some((progress, progress_ratio(progress)?)));
+    let pane_area = match gauge {
+        Some((progress, ratio)) => {
+            let [gauge_area, rest] =
+                Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(pane_area);
+            frame.render_widget(
+                Gauge::default()
+                    .ratio(ratio)
+                    .label(progress_label(progress, ratio))
+                    .gauge_style(Style::new().fg(Color::Cyan)),
+                gauge_area,
+            );
+            rest
+        }
+        None => pane_area,
     };
     let max_scroll = u16::try_from(text.len().saturating_sub(1)).unwrap_or(u16::MAX);
     frame.render_widget(

@@ -2,6 +2,7 @@
 //! connection state, footer with the prompt or key hints, help overlay). Views only read the
 //! [`App`]; they never touch the database.
 
+mod charts;
 mod dashboard;
 mod definitions;
 mod help;

@@ -17,8 +17,9 @@ use serde_json::json;
 use super::{Clock, draw};
 use crate::app::{App, AppConfig};
 use crate::model::{
-    DashboardData, Data, DefinitionRow, HistoryLine, JobDetailData, JobRow, MetricRow, PollerEvent,
-    QueueData, RunRow, Snapshot, StepRow, WorkflowDetailData, WorkflowsData,
+    ActivityPoint, DashboardData, Data, DefinitionRow, HistoryLine, JobDetailData, JobRow,
+    MetricRow, PollerEvent, QueueData, RunRow, Snapshot, StepRow, WorkflowDetailData,
+    WorkflowsData,
 };
 
 pub(crate) fn at() -> DateTime<Utc> {
@@ -81,6 +82,18 @@ pub(crate) fn job(n: u128, job_type: &str, status: JobStatus) -> JobRow {
 
 pub(crate) fn metrics() -> DashboardData {
     DashboardData {
+        // Sixty minutes: a burst of successes and its backlog draining, two dead letters.
+        activity: (0..60_u64)
+            .map(|minute| ActivityPoint {
+                succeeded: if (50..55).contains(&minute) { 100 } else { 0 },
+                dead_lettered: u64::from(minute == 52) * 2,
+                queue_depth: if minute < 50 {
+                    500
+                } else {
+                    500 - (minute - 49) * 50
+                },
+            })
+            .collect(),
         metrics: vec![
             MetricRow {
                 job_type: "emails.send".to_owned(),
@@ -209,6 +222,28 @@ fn dashboard_shows_metrics_per_type_and_run_counters() {
         assert!(row.contains(cell), "{cell} missing in {row}");
     }
     assert!(screen.contains("reports.render"), "{screen}");
+}
+
+#[test]
+fn dashboard_charts_the_last_hour() {
+    let mut app = app();
+    load(&mut app, Data::Dashboard(metrics()));
+    let screen = render(&app);
+    assert!(
+        screen.contains("succeeded/min · 500 in 1h, peak 100"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("dead-lettered/min · 2 in 1h, peak 2"),
+        "{screen}"
+    );
+    assert!(screen.contains("queue depth · now 0"), "{screen}");
+    // The burst shows as full bars at the right of the successes chart.
+    let bars = screen
+        .lines()
+        .find(|line| line.contains('█'))
+        .expect("a full bar");
+    assert!(bars.contains("█████"), "{bars}");
 }
 
 #[test]
@@ -348,6 +383,46 @@ fn job_detail_shows_each_pane() {
         raw.contains(r#"{"subject":"hello","to":"ada@example.com"}"#),
         "{raw}"
     );
+}
+
+#[test]
+fn job_detail_shows_progress_as_a_gauge() {
+    let mut app = app();
+    press(&mut app, KeyCode::Char('2'));
+    load(&mut app, Data::Queue(queue_data()));
+    press(&mut app, KeyCode::Char('j'));
+    press(&mut app, KeyCode::Enter);
+    let mut detail = job_detail();
+    detail.job.progress = Some(json!({"stage": "sending", "completed": 3, "total": 4}));
+    load(&mut app, Data::Job(Some(Box::new(detail))));
+    let screen = render(&app);
+    let gauge = screen
+        .lines()
+        .find(|line| line.contains("sending  3/4"))
+        .unwrap_or_else(|| panic!("no gauge: {screen}"));
+    assert!(gauge.contains('█'), "{gauge}");
+}
+
+#[test]
+fn progress_ratio_reads_the_shapes_handlers_store() {
+    use super::job_detail::progress_ratio;
+    assert_eq!(
+        progress_ratio(&json!({"completed": 1, "total": 4})),
+        Some(0.25)
+    );
+    assert_eq!(
+        progress_ratio(&json!({"current": 5, "total": 10})),
+        Some(0.5)
+    );
+    assert_eq!(progress_ratio(&json!({"percent": 80})), Some(0.8));
+    assert_eq!(progress_ratio(&json!({"fraction": 0.1})), Some(0.1));
+    assert_eq!(progress_ratio(&json!(0.75)), Some(0.75));
+    assert_eq!(
+        progress_ratio(&json!({"completed": 9, "total": 3})),
+        Some(1.0)
+    );
+    assert_eq!(progress_ratio(&json!({"stage": "crawling"})), None);
+    assert_eq!(progress_ratio(&json!({"completed": 1, "total": 0})), None);
 }
 
 #[test]

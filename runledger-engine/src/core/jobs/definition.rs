@@ -2,9 +2,9 @@
 //! defaults, per-job overrides and the typed layer's `#[job(...)]` keys.
 
 /// Definition values of a job type: its version, attempt budget, per-attempt timeout, claim
-/// priority and enabled flag. Each field left `None` falls back to the level below it: a job's
-/// own values, then the catalog-wide defaults, then the built-in defaults (version 1, 5
-/// attempts, 300 s, priority 0, enabled).
+/// priority, enabled flag and retention. Each field left `None` falls back to the level below
+/// it: a job's own values, then the catalog-wide defaults, then the built-in defaults (version
+/// 1, 5 attempts, 300 s, priority 0, enabled, the worker's `JOBS_RETAIN_*` retention).
 ///
 /// Every builder is `const`, so a value can be a constant (the typed layer's `Job::DEFAULTS`).
 /// The catalog's seed names `JobCatalogDefinitionOverrides` and `JobCatalogDefaults` are this
@@ -35,6 +35,9 @@ pub struct JobDefaults {
     /// Whether the definition is enabled (an operator's pause survives additive syncs either
     /// way).
     pub enabled: Option<bool>,
+    /// How long finished jobs of this type are kept, in seconds (positive), whatever their end;
+    /// `None` keeps the pruner's retention per status.
+    pub retention_seconds: Option<i32>,
 }
 
 impl JobDefaults {
@@ -46,6 +49,7 @@ impl JobDefaults {
             timeout_seconds: None,
             priority: None,
             enabled: None,
+            retention_seconds: None,
         }
     }
 
@@ -79,6 +83,12 @@ impl JobDefaults {
         self
     }
 
+    /// Sets how long finished jobs of this type are kept, in seconds (must be positive).
+    pub const fn retention_seconds(mut self, seconds: i32) -> Self {
+        self.retention_seconds = Some(seconds);
+        self
+    }
+
     /// These values, with each unset one taken from `fallback`.
     pub const fn or(self, fallback: Self) -> Self {
         Self {
@@ -90,16 +100,18 @@ impl JobDefaults {
                 Some(enabled) => Some(enabled),
                 None => fallback.enabled,
             },
+            retention_seconds: or(self.retention_seconds, fallback.retention_seconds),
         }
     }
 
-    /// The first value that must be positive and is not (`version`, `max_attempts` or
-    /// `timeout_seconds`), if any.
+    /// The first value that must be positive and is not (`version`, `max_attempts`,
+    /// `timeout_seconds` or `retention_seconds`), if any.
     pub fn non_positive_field(&self) -> Option<&'static str> {
         [
             ("version", self.version),
             ("max_attempts", self.max_attempts),
             ("timeout_seconds", self.timeout_seconds),
+            ("retention_seconds", self.retention_seconds),
         ]
         .into_iter()
         .find(|(_, value)| value.is_some_and(|v| v <= 0))
@@ -124,13 +136,15 @@ mod tests {
         let fallback = JobDefaults::new()
             .timeout_seconds(30)
             .max_attempts(9)
-            .enabled(true);
+            .enabled(true)
+            .retention_seconds(3_600);
         assert_eq!(
             own.or(fallback),
             JobDefaults::new()
                 .timeout_seconds(600)
                 .max_attempts(9)
                 .enabled(false)
+                .retention_seconds(3_600)
         );
     }
 
@@ -140,6 +154,10 @@ mod tests {
         assert_eq!(
             JobDefaults::new().max_attempts(0).non_positive_field(),
             Some("max_attempts")
+        );
+        assert_eq!(
+            JobDefaults::new().retention_seconds(0).non_positive_field(),
+            Some("retention_seconds")
         );
         assert_eq!(
             JobDefaults::new()

@@ -6,6 +6,7 @@ mod identifiers;
 mod ids;
 pub mod limits;
 mod logs;
+mod retention;
 mod status;
 mod workflow;
 
@@ -20,6 +21,10 @@ pub use identifiers::{
 };
 pub use ids::{JobId, JobScheduleId, WorkflowRunId, WorkflowStepId};
 pub use logs::{JobLogLine, JobLogSink, JobLogWriter, MAX_LOG_MESSAGE_CHARS};
+pub use retention::{
+    DEFAULT_RETAIN_CANCELED, DEFAULT_RETAIN_DEAD_LETTERED, DEFAULT_RETAIN_SUCCEEDED, MAX_RETENTION,
+    MIN_RETENTION, Retention,
+};
 pub use status::{
     JobAttemptOutcome, JobEventType, JobFailureKind, JobLogLevel, JobStatus, UnknownStatus,
     WorkflowRunStatus, WorkflowStepStatus,

@@ -37,6 +37,9 @@ pub struct JobDefinition {
     pub retry_max_delay_ms: i64,
     /// Whether new jobs of this type may be enqueued.
     pub is_enabled: bool,
+    /// How long finished jobs of this type are kept, whatever their end (`None`: the pruner's
+    /// retention per status).
+    pub retention_seconds: Option<i32>,
     /// When the row was created.
     pub created_at: DateTime<Utc>,
     /// When the row last changed.
@@ -73,6 +76,9 @@ pub struct JobDefinitionUpsert<'a> {
     pub retry_max_delay_ms: i64,
     /// Whether the type may be enqueued.
     pub is_enabled: bool,
+    /// How long finished jobs of this type are kept (positive; `None`: the pruner's retention
+    /// per status).
+    pub retention_seconds: Option<i32>,
 }
 
 impl<'a> JobDefinitionUpsert<'a> {
@@ -87,6 +93,7 @@ impl<'a> JobDefinitionUpsert<'a> {
             retry_base_delay_ms: DEFAULT_RETRY_BASE_DELAY_MS,
             retry_max_delay_ms: DEFAULT_RETRY_MAX_DELAY_MS,
             is_enabled: true,
+            retention_seconds: None,
         }
     }
 
@@ -114,14 +121,22 @@ impl<'a> JobDefinitionUpsert<'a> {
         self
     }
 
-    /// Applies every value `values` sets (version, attempts, timeout, priority, enabled),
-    /// keeping this definition's value for the others.
+    /// Applies every value `values` sets (version, attempts, timeout, priority, enabled,
+    /// retention), keeping this definition's value for the others.
     pub fn values(mut self, values: JobDefaults) -> Self {
         self.version = values.version.unwrap_or(self.version);
         self.max_attempts = values.max_attempts.unwrap_or(self.max_attempts);
         self.timeout_seconds = values.timeout_seconds.unwrap_or(self.timeout_seconds);
         self.priority = values.priority.unwrap_or(self.priority);
         self.is_enabled = values.enabled.unwrap_or(self.is_enabled);
+        self.retention_seconds = values.retention_seconds.or(self.retention_seconds);
+        self
+    }
+
+    /// Keeps finished jobs of this type for `seconds`, whatever their end, instead of the
+    /// pruner's retention per status.
+    pub fn retention_seconds(mut self, seconds: i32) -> Self {
+        self.retention_seconds = Some(seconds);
         self
     }
 
@@ -171,6 +186,11 @@ impl<'a> JobDefinitionUpsert<'a> {
                 "job_definition.invalid_retry_delay",
                 "retry_max_delay_ms must be at most 365 days",
             ),
+            (
+                self.retention_seconds.is_none_or(|seconds| seconds > 0),
+                "job_definition.invalid_retention",
+                "retention_seconds must be positive",
+            ),
         ];
         match positive.into_iter().find(|(ok, ..)| !ok) {
             Some((_, code, message)) => Err(Error::invalid_input(code, message)),
@@ -199,9 +219,9 @@ pub async fn upsert_job_definition<'e>(
         r#"
         INSERT INTO runledger.job_definitions AS d (
             job_type, version, max_attempts, timeout_seconds, priority,
-            retry_base_delay_ms, retry_max_delay_ms, is_enabled
+            retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds
         )
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
         ON CONFLICT (job_type) DO UPDATE SET
             version = EXCLUDED.version,
             max_attempts = EXCLUDED.max_attempts,
@@ -210,9 +230,11 @@ pub async fn upsert_job_definition<'e>(
             retry_base_delay_ms = EXCLUDED.retry_base_delay_ms,
             retry_max_delay_ms = EXCLUDED.retry_max_delay_ms,
             is_enabled = EXCLUDED.is_enabled,
+            retention_seconds = EXCLUDED.retention_seconds,
             updated_at = now()
         RETURNING job_type, version, max_attempts, timeout_seconds, priority,
-                  retry_base_delay_ms, retry_max_delay_ms, is_enabled, created_at, updated_at
+                  retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds,
+                  created_at, updated_at
         "#,
         upsert.job_type.as_str(),
         upsert.version,
@@ -222,6 +244,7 @@ pub async fn upsert_job_definition<'e>(
         upsert.retry_base_delay_ms,
         upsert.retry_max_delay_ms,
         upsert.is_enabled,
+        upsert.retention_seconds,
     )
     .fetch_one(executor)
     .await?;
@@ -237,7 +260,8 @@ pub async fn get_job_definition<'e>(
         JobDefinition,
         r#"
         SELECT job_type, version, max_attempts, timeout_seconds, priority,
-               retry_base_delay_ms, retry_max_delay_ms, is_enabled, created_at, updated_at
+               retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds,
+                  created_at, updated_at
         FROM runledger.job_definitions
         WHERE job_type = $1
         "#,
@@ -254,7 +278,8 @@ pub async fn list_job_definitions<'e>(executor: impl PgExecutor<'e>) -> Result<V
         JobDefinition,
         r#"
         SELECT job_type, version, max_attempts, timeout_seconds, priority,
-               retry_base_delay_ms, retry_max_delay_ms, is_enabled, created_at, updated_at
+               retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds,
+                  created_at, updated_at
         FROM runledger.job_definitions
         ORDER BY job_type
         "#,
@@ -288,7 +313,8 @@ where
               SELECT 1 FROM runledger.job_schedules s WHERE s.job_type = $1 AND s.is_active
           ))
         RETURNING job_type, version, max_attempts, timeout_seconds, priority,
-                  retry_base_delay_ms, retry_max_delay_ms, is_enabled, created_at, updated_at
+                  retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds,
+                  created_at, updated_at
         "#,
         job_type,
         is_enabled,
@@ -314,8 +340,8 @@ where
 /// Writes catalog definitions in one transaction, as `JobCatalog::sync_definitions` and
 /// `sync_definitions_exact` describe.
 ///
-/// Inserts missing definitions; on existing ones it restores version, attempts, timeout and
-/// priority (retry delays stay as stored). Without `exact_scope`, enabled state is only ever
+/// Inserts missing definitions; on existing ones it restores version, attempts, timeout,
+/// priority and retention (retry delays stay as stored). Without `exact_scope`, enabled state is only ever
 /// lowered (an operator-disabled row stays disabled). With `exact_scope`, enabled state is
 /// restored from the definitions, and enabled rows inside the scope that are not in
 /// `definitions` are disabled; their types are returned. Disabling a type that active
@@ -336,6 +362,7 @@ pub async fn sync_job_definitions(
     let bases: Vec<i64> = definitions.iter().map(|d| d.retry_base_delay_ms).collect();
     let caps: Vec<i64> = definitions.iter().map(|d| d.retry_max_delay_ms).collect();
     let enabled: Vec<bool> = definitions.iter().map(|d| d.is_enabled).collect();
+    let retentions: Vec<Option<i32>> = definitions.iter().map(|d| d.retention_seconds).collect();
 
     let mut tx = pool.begin().await?;
     if exact_scope.is_some() {
@@ -350,17 +377,18 @@ pub async fn sync_job_definitions(
         r#"
         INSERT INTO runledger.job_definitions AS d (
             job_type, version, max_attempts, timeout_seconds, priority,
-            retry_base_delay_ms, retry_max_delay_ms, is_enabled
+            retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds
         )
         SELECT * FROM unnest(
             $1::text[], $2::int4[], $3::int4[], $4::int4[], $5::int4[],
-            $6::int8[], $7::int8[], $8::bool[]
+            $6::int8[], $7::int8[], $8::bool[], $10::int4[]
         )
         ON CONFLICT (job_type) DO UPDATE SET
             version = EXCLUDED.version,
             max_attempts = EXCLUDED.max_attempts,
             timeout_seconds = EXCLUDED.timeout_seconds,
             priority = EXCLUDED.priority,
+            retention_seconds = EXCLUDED.retention_seconds,
             is_enabled = CASE WHEN $9 THEN EXCLUDED.is_enabled
                               ELSE d.is_enabled AND EXCLUDED.is_enabled END,
             updated_at = now()
@@ -374,6 +402,7 @@ pub async fn sync_job_definitions(
         &caps,
         &enabled,
         exact_scope.is_some(),
+        &retentions as &[Option<i32>],
     )
     .execute(&mut *tx)
     .await?;

@@ -2,6 +2,7 @@
 //! reads. Every function takes a `sqlx` executor, so it runs on a pool, a connection or inside
 //! the caller's transaction.
 
+mod activity;
 mod admin;
 mod definitions;
 mod detail;
@@ -11,11 +12,13 @@ mod lease;
 mod logs;
 mod metrics;
 mod reads;
+mod retention;
 mod runtime_configs;
 mod schedules;
 mod scope;
 mod workflows;
 
+pub use activity::{JobActivityMinute, get_job_activity};
 pub use admin::{ReapedLease, cancel_job, reap_expired_leases, requeue_job, run_waiting_jobs_now};
 pub use definitions::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_BASE_DELAY_MS, DEFAULT_RETRY_MAX_DELAY_MS,
@@ -38,6 +41,7 @@ pub use reads::{
 pub use detail::{JOB_DETAIL_LOG_LINES, JobDetail, get_job_detail};
 pub use logs::{JobLogListFilter, JobLogRecord, append_job_logs, list_job_logs};
 pub use metrics::{JobMetrics, get_job_metrics};
+pub use retention::{PruneBatch, PruneCounts, count_prunable, prune_batch};
 pub use runtime_configs::{
     JobRuntimeConfig, get_job_runtime_config, list_job_runtime_configs, upsert_job_runtime_config,
 };

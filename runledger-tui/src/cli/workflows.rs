@@ -1,0 +1,137 @@
+//! `workflows list|show|cancel` and `gates complete|fail`.
+
+use runledger_engine::core::jobs::{StepKey, WorkflowStepStatus};
+use runledger_engine::postgres::Error;
+use runledger_engine::postgres::jobs::{
+    CompleteExternalWorkflowStepInput, ExternalStepCompletion, WorkflowRunListFilter,
+    cancel_workflow_run, complete_external_workflow_step, get_workflow_run,
+    list_workflow_run_step_counts, list_workflow_runs, list_workflow_steps,
+};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::output::{self, RUN_HEADER, STEP_HEADER, table};
+use super::{Context, Failure};
+use crate::args::{GatesCommand, RunListArgs, WorkflowsCommand, run_id};
+
+pub(super) async fn run(context: &Context, command: &WorkflowsCommand) -> Result<(), Failure> {
+    match command {
+        WorkflowsCommand::List(args) => list(context, args).await,
+        WorkflowsCommand::Show { id } => show(context, *id).await,
+        WorkflowsCommand::Cancel { id } => {
+            cancel_workflow_run(&context.pool, run_id(*id), context.scope()).await?;
+            show(context, *id).await
+        }
+    }
+}
+
+async fn list(context: &Context, args: &RunListArgs) -> Result<(), Failure> {
+    let filter = WorkflowRunListFilter {
+        status: args.status,
+        workflow_type_contains: args.workflow_type.clone(),
+        organization_id: context.organization,
+        after: args.after.map(run_id),
+        limit: args.limit,
+    };
+    let runs = list_workflow_runs(&context.pool, &filter).await?;
+    let ids: Vec<_> = runs.iter().map(|run| run.id).collect();
+    let counts = list_workflow_run_step_counts(&context.pool, &ids).await?;
+    let counts_of = |run: &runledger_engine::postgres::jobs::WorkflowRunRecord| {
+        counts.iter().find(|c| c.run_id == run.id)
+    };
+    let next_cursor = (runs.len() as i64 >= args.limit)
+        .then(|| runs.last().map(|run| run.id.to_string()))
+        .flatten();
+    let value = json!({
+        "workflow_runs": runs.iter().map(|run| output::run(run, counts_of(run))).collect::<Vec<_>>(),
+        "next_cursor": next_cursor,
+    });
+    context.out.print(&value, || {
+        let rows: Vec<_> = runs
+            .iter()
+            .map(|run| output::run_row(run, counts_of(run)))
+            .collect();
+        let mut text = table(RUN_HEADER, &rows);
+        if let Some(cursor) = &next_cursor {
+            text.push_str(&format!("\nmore: --after {cursor}"));
+        }
+        text
+    });
+    Ok(())
+}
+
+async fn show(context: &Context, id: Uuid) -> Result<(), Failure> {
+    let run = get_workflow_run(&context.pool, run_id(id), context.scope())
+        .await?
+        .ok_or(Error::WorkflowRunNotFound { run_id: run_id(id) })?;
+    let steps = list_workflow_steps(&context.pool, run_id(id), context.scope()).await?;
+    let counts = list_workflow_run_step_counts(&context.pool, &[run.id]).await?;
+    let mut value = output::run(&run, counts.first());
+    value["step_list"] = steps.iter().map(output::step).collect();
+    context.out.print(&value, || {
+        let rows: Vec<_> = steps.iter().map(output::step_row).collect();
+        format!(
+            "{}  {}  {}\n{}",
+            run.id,
+            run.workflow_type,
+            run.status,
+            table(STEP_HEADER, &rows)
+        )
+    });
+    Ok(())
+}
+
+pub(super) async fn gates(context: &Context, command: &GatesCommand) -> Result<(), Failure> {
+    let (run, step, status, output, code, message) = match command {
+        GatesCommand::Complete { run, step, output } => (
+            *run,
+            step,
+            WorkflowStepStatus::Succeeded,
+            output.as_ref(),
+            None,
+            None,
+        ),
+        GatesCommand::Fail {
+            run,
+            step,
+            code,
+            message,
+        } => (
+            *run,
+            step,
+            WorkflowStepStatus::Failed,
+            None,
+            Some(code.as_str()),
+            message.as_deref(),
+        ),
+    };
+    // The completion names the run's organization; an operator addresses the run by id alone.
+    let record = get_workflow_run(&context.pool, run_id(run), context.scope())
+        .await?
+        .ok_or(Error::WorkflowRunNotFound {
+            run_id: run_id(run),
+        })?;
+    let input = CompleteExternalWorkflowStepInput {
+        workflow_run_id: record.id,
+        organization_id: record.organization_id,
+        step_key: StepKey::new(step),
+        terminal_status: status,
+        status_reason: None,
+        last_error_code: code,
+        last_error_message: message,
+        output,
+    };
+    let completion = complete_external_workflow_step(&context.pool, &input).await?;
+    let already = completion == ExternalStepCompletion::AlreadyCompleted;
+    let value = json!({
+        "workflow_run_id": record.id.to_string(),
+        "step_key": step,
+        "status": status.as_str(),
+        "already_completed": already,
+    });
+    context.out.print(&value, || {
+        let outcome = if already { "was already" } else { "is now" };
+        format!("gate {step} of run {} {outcome} {status}", record.id)
+    });
+    Ok(())
+}
