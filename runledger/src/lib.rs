@@ -14,9 +14,10 @@
 //!     Ok(format!("page of {profile_id}"))
 //! }
 //!
+//! // A step receives its prerequisites' outputs as `#[output(..)]` arguments; the compiler
+//! // checks that each is a prerequisite of the step in every workflow that uses it.
 //! #[job(name = "profiles.score")]
-//! async fn score(ctx: JobContext) -> Result<usize, JobError> {
-//!     let page = ctx.output(Research::CRAWL).await?;
+//! async fn score(#[output(Research::CRAWL)] page: String) -> Result<usize, JobError> {
 //!     Ok(page.len())
 //! }
 //!
@@ -54,6 +55,7 @@ mod error;
 mod handler;
 mod job;
 mod output;
+mod reads;
 mod registry;
 mod step;
 mod worker;
@@ -93,7 +95,7 @@ pub use uuid;
 pub use runledger_engine::runtime::config::JobsConfig;
 
 pub use context::JobContext;
-pub use engine::core::jobs::JobDefaults;
+pub use engine::core::jobs::{JobDefaults, JobProgressUpdate};
 pub use error::{Error, HANDLER_ERROR_CODE, JobError};
 pub use job::{EnqueueOptions, Job, JobHandle, enqueue_batch, enqueue_batch_with};
 pub use registry::{
@@ -109,6 +111,10 @@ pub use workflow::{Wait, Workflow, WorkflowHandle, WorkflowOptions};
 /// The arguments after an optional leading [`JobContext`] become the public fields of a
 /// generated payload struct (serde, `Debug`, `Clone`) named in PascalCase after the fn; the
 /// struct implements [`Job`] and is registered so that every [`Worker`] in the binary runs it.
+/// An argument marked `#[output(Workflow::STEP)]` is no payload field: it receives the stored
+/// output of that workflow step, which must be a prerequisite of this job's step (see
+/// [`#[workflow]`](macro@workflow)); its type is the step's output type, or an `Option` of it
+/// for an `#[after_terminal]` prerequisite (`None` when the prerequisite did not succeed).
 /// The fn returns `Result<T, E>` (or an alias whose name ends in `Result`, such as
 /// `anyhow::Result<T>` or `std::io::Result<T>`): `T` (any serde type) is the stored output, and
 /// `E` is [`JobError`], or one of these, converted into a retryable failure carrying the error's
@@ -140,7 +146,7 @@ pub use workflow::{Wait, Workflow, WorkflowHandle, WorkflowOptions};
 ///     if !to.contains('@') {
 ///         return Err(JobError::terminal("no @ in the address").with_code("email.invalid"));
 ///     }
-///     let _ = (ctx.attempt, subject);
+///     let _ = (ctx.attempt(), subject);
 ///     Ok(())
 /// }
 ///
@@ -154,7 +160,12 @@ pub use runledger_macros::job;
 ///
 /// Each field is a step: a `#[job]` payload type or an [`External<T>`] gate. Field attributes
 /// declare the DAG, checked at compile time (unknown steps, cycles, self and duplicate edges,
-/// several results are errors on your tokens):
+/// several results are errors on your tokens). The data flow is checked too: each
+/// `#[output(W::STEP)]` argument of a step's job must name a step of this workflow that is
+/// one of the step's prerequisites, read as an `Option` when it is an `#[after_terminal]`
+/// one; otherwise the build fails with a message naming both steps, on the step's field. A job
+/// whose reads name one workflow's steps is a step of that workflow only; a job that reads
+/// nothing can be a step of any number of workflows.
 ///
 /// | attribute | example | meaning |
 /// | --- | --- | --- |
@@ -173,16 +184,19 @@ pub use runledger_macros::job;
 ///
 /// The attribute takes `name = "..."` (default: the struct name in snake case, acronyms kept
 /// whole: `HTTPCrawl` is `http_crawl`). It implements
-/// [`Workflow`] and adds one [`Step`] constant per field (`Research::CRAWL`) for typed reads in
-/// handlers ([`JobContext::output`]) and typed gate completion
+/// [`Workflow`] and adds one [`Step`] constant per field (`Research::CRAWL`) for typed reads
+/// (`#[output(Research::CRAWL)]`) and typed gate completion
 /// ([`WorkflowHandle::complete_gate`]).
 ///
 /// ```
 /// use runledger::prelude::*;
 ///
 /// #[job] async fn crawl(url: String) -> Result<String, JobError> { Ok(url) }
-/// #[job] async fn score(ctx: JobContext) -> Result<usize, JobError> {
-///     Ok(ctx.output(Research::CRAWL).await?.len())
+/// #[job] async fn score(
+///     #[output(Research::CRAWL)] page: String,
+///     #[output(Research::APPROVAL)] approved: bool,
+/// ) -> Result<usize, JobError> {
+///     Ok(if approved { page.len() } else { 0 })
 /// }
 ///
 /// #[workflow(name = "profiles.research")]

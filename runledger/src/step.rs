@@ -36,8 +36,8 @@ impl<T: 'static> WorkflowStep for External<T> {
 
 /// A gate: a step that runs no job and waits until it is completed from outside (a human
 /// approval, a webhook) with [`WorkflowHandle::complete_gate`](crate::WorkflowHandle::complete_gate);
-/// `T` is the output it is completed with (a serde type), which dependents read with
-/// [`JobContext::output`](crate::JobContext::output).
+/// `T` is the output it is completed with (a serde type), which dependents read as an
+/// `#[output(..)]` argument.
 ///
 /// ```
 /// use runledger::External;

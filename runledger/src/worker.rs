@@ -7,6 +7,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
+use crate::context::Data;
 use crate::engine::core::jobs::JobDefaults;
 use crate::engine::postgres::{
     DEFAULT_CONNECT_TIMEOUT, check_connection, ensure_schema_compatible, migrate,
@@ -66,6 +67,7 @@ pub struct Worker {
     jobs: Vec<RegisteredJob>,
     handlers: Vec<EngineHandler>,
     schedules: Vec<RegisteredSchedule>,
+    data: Arc<Data>,
 }
 
 /// An engine handler registered next to the typed jobs.
@@ -144,6 +146,7 @@ impl Worker {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             observers: Vec::new(),
             handlers: Vec::new(),
+            data: Data::default(),
         }
     }
 
@@ -225,7 +228,7 @@ impl Worker {
     pub(crate) fn catalog(&self) -> JobCatalog {
         let mut catalog = JobCatalog::new();
         for job in &self.jobs {
-            catalog = catalog.shared_job(job.name, job.handler(), job.defaults);
+            catalog = catalog.shared_job(job.name, job.handler_with(&self.data), job.defaults);
         }
         for engine in &self.handlers {
             catalog =
@@ -278,6 +281,7 @@ pub struct WorkerBuilder {
     connect_timeout: Duration,
     observers: Vec<AddObserver>,
     handlers: Vec<EngineHandler>,
+    data: Data,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -287,11 +291,41 @@ impl std::fmt::Debug for WorkerBuilder {
             .field("schema", &self.schema)
             .field("shutdown_deadline", &self.shutdown_deadline)
             .field("connect_timeout", &self.connect_timeout)
+            .field("data", &self.data)
             .finish()
     }
 }
 
 impl WorkerBuilder {
+    /// Shares `value` with every `#[job]` handler of this worker, by type: a handler reads it
+    /// with [`ctx.data::<T>()`](crate::JobContext::data), which fails with `job.data_missing`
+    /// when no `T` was given. A second value of the same type replaces the first. Wrap what
+    /// is not cheap to share in an `Arc`; pools and clients usually are already.
+    ///
+    /// ```no_run
+    /// use runledger::prelude::*;
+    ///
+    /// #[derive(Clone)]
+    /// struct Billing { api_key: String }
+    ///
+    /// #[job]
+    /// async fn charge(ctx: JobContext, cents: u64) -> Result<(), JobError> {
+    ///     let billing = ctx.data::<Billing>()?;
+    ///     let _ = (&billing.api_key, cents);
+    ///     Ok(())
+    /// }
+    ///
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::Error> {
+    /// let worker = Worker::builder(&pool)
+    ///     .data(Billing { api_key: "sk_test".into() })
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn data<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.data.insert(value);
+        self
+    }
+
     /// Runtime settings (default: [`JobsConfig::default`]; `from_env` reads `JOBS_*`).
     pub fn config(mut self, config: JobsConfig) -> Self {
         self.config = Some(config);
@@ -396,6 +430,7 @@ impl WorkerBuilder {
             jobs,
             handlers: self.handlers,
             schedules: registered_schedules()?,
+            data: Arc::new(self.data),
         })
     }
 }
