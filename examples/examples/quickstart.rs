@@ -27,10 +27,10 @@ async fn crawl(handle: String) -> Result<String, JobError> {
     ))
 }
 
-/// Step 2a: reads step 1's output, typed.
+/// Step 2a: receives step 1's output, typed; the compiler checks that `crawl` is one of its
+/// prerequisites in `Research`.
 #[job(name = "quickstart.classify")]
-async fn classify(ctx: JobContext) -> Result<String, JobError> {
-    let page = ctx.output(Research::CRAWL).await?;
+async fn classify(#[output(Research::CRAWL)] page: String) -> Result<String, JobError> {
     let topic = if page.contains("Rust") {
         "systems"
     } else {
@@ -41,8 +41,7 @@ async fn classify(ctx: JobContext) -> Result<String, JobError> {
 
 /// Step 2b: runs in parallel with 2a.
 #[job(name = "quickstart.score")]
-async fn score(ctx: JobContext) -> Result<u32, JobError> {
-    let page = ctx.output(Research::CRAWL).await?;
+async fn score(#[output(Research::CRAWL)] page: String) -> Result<u32, JobError> {
     Ok(page.split_whitespace().count() as u32 * 10)
 }
 
@@ -59,11 +58,15 @@ pub struct Profile {
 
 /// Step 3: joins 2a and 2b.
 #[job(name = "quickstart.persist")]
-async fn persist(ctx: JobContext, handle: String) -> Result<Profile, JobError> {
+async fn persist(
+    handle: String,
+    #[output(Research::CLASSIFY)] topic: String,
+    #[output(Research::SCORE)] score: u32,
+) -> Result<Profile, JobError> {
     Ok(Profile {
         handle,
-        topic: ctx.output(Research::CLASSIFY).await?,
-        score: ctx.output(Research::SCORE).await?,
+        topic,
+        score,
     })
 }
 

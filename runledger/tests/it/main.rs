@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod connection;
+mod context;
 mod errors;
 mod handles;
 mod jobs;
