@@ -86,6 +86,7 @@ inventory::collect!(WorkflowRegistration);
 pub struct ScheduleRegistration {
     pub(crate) name: &'static str,
     pub(crate) cron: &'static str,
+    pub(crate) time_zone: &'static str,
     pub(crate) jitter_seconds: i32,
     pub(crate) active: bool,
     pub(crate) payload: fn() -> Result<(&'static str, Value), String>,
@@ -98,6 +99,7 @@ impl ScheduleRegistration {
     pub const fn new(
         name: &'static str,
         cron: &'static str,
+        time_zone: &'static str,
         jitter_seconds: i32,
         active: bool,
         payload: fn() -> Result<(&'static str, Value), String>,
@@ -108,6 +110,7 @@ impl ScheduleRegistration {
         Self {
             name,
             cron,
+            time_zone,
             jitter_seconds,
             active,
             payload,
@@ -178,6 +181,8 @@ pub struct RegisteredSchedule {
     pub job_name: &'static str,
     /// The cron expression.
     pub cron: &'static str,
+    /// The IANA time zone it is evaluated in (`UTC` unless `tz = ".."` says otherwise).
+    pub time_zone: &'static str,
     /// Jitter bound in seconds.
     pub jitter_seconds: i32,
     /// Whether it is active.
@@ -271,6 +276,7 @@ pub fn registered_schedules() -> Result<Vec<RegisteredSchedule>, Error> {
             name: registration.name,
             job_name,
             cron: registration.cron,
+            time_zone: registration.time_zone,
             jitter_seconds: registration.jitter_seconds,
             active: registration.active,
             payload,

@@ -235,7 +235,7 @@ impl Worker {
                 catalog.shared_job(&engine.name, Arc::clone(&engine.handler), engine.defaults);
         }
         for schedule in &self.schedules {
-            catalog = catalog.schedule(CatalogJobScheduleSpec {
+            let spec = CatalogJobScheduleSpec {
                 name: schedule.name,
                 job_type: schedule.job_name,
                 cron_expr: schedule.cron,
@@ -244,7 +244,8 @@ impl Worker {
                 organization_id: None,
                 max_jitter_seconds: schedule.jitter_seconds,
                 next_fire_at: None,
-            });
+            };
+            catalog = catalog.schedule_in(spec, schedule.time_zone);
         }
         catalog
     }
