@@ -52,6 +52,7 @@
 
 mod context;
 mod error;
+mod fan_out;
 mod handler;
 mod job;
 mod output;
@@ -97,6 +98,7 @@ pub use runledger_engine::runtime::config::JobsConfig;
 pub use context::JobContext;
 pub use engine::core::jobs::{JobDefaults, JobProgressUpdate};
 pub use error::{Error, HANDLER_ERROR_CODE, JobError};
+pub use fan_out::{FAN_IN_JOB_TYPE, FanOut, FanOutStep};
 pub use job::{EnqueueOptions, Job, JobHandle, enqueue_batch, enqueue_batch_with};
 pub use registry::{
     RegisteredJob, RegisteredSchedule, RegisteredWorkflow, SourceLocation, registered_jobs,

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::context::JobContext;
 use crate::error::JobError;
+use crate::fan_out::FanOut;
 use crate::job::Job;
 use crate::output;
 use crate::step::{External, Step, WorkflowStep};
@@ -175,6 +176,10 @@ impl<J: Job> StepReads for J {
 }
 
 impl<T> StepReads for External<T> {
+    const READS: &'static [ReadDecl] = &[];
+}
+
+impl<J> StepReads for FanOut<J> {
     const READS: &'static [ReadDecl] = &[];
 }
 

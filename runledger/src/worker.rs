@@ -17,6 +17,7 @@ use crate::engine::runtime::config::{JobsConfig, JobsConfigError};
 use crate::engine::runtime::registry::JobHandler;
 use crate::engine::runtime::{JobLifecycleObserver, Supervisor, SupervisorBuilder};
 use crate::error::Error;
+use crate::fan_out::{FAN_IN_JOB_TYPE, FanInHandler};
 use crate::registry::{
     RegisteredJob, RegisteredSchedule, registered_jobs, registered_schedules, registered_workflows,
 };
@@ -230,6 +231,11 @@ impl Worker {
         for job in &self.jobs {
             catalog = catalog.shared_job(job.name, job.handler_with(&self.data), job.defaults);
         }
+        catalog = catalog.shared_job(
+            FAN_IN_JOB_TYPE,
+            Arc::new(FanInHandler::new(self.pool.clone())),
+            JobDefaults::new(),
+        );
         for engine in &self.handlers {
             catalog =
                 catalog.shared_job(&engine.name, Arc::clone(&engine.handler), engine.defaults);

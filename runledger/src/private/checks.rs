@@ -15,6 +15,7 @@ use serde::ser::{Error as _, Serialize, Serializer};
 use crate::context::Data;
 use crate::engine::runtime::registry::JobHandler;
 use crate::error::{Error, JobError};
+use crate::fan_out::FanOut;
 use crate::handler::{TypedHandler, UnrunnableHandler};
 use crate::job::Job;
 use crate::step::External;
@@ -374,6 +375,12 @@ impl<T: Serialize + DeserializeOwned> StepOk<External<T>> for &&&&Probe<External
         Ok(StepSpec::gate(key))
     }
 }
+/// A fan-out is a gate of the run that its join step completes.
+impl<J: Job> StepOk<FanOut<J>> for &&&&Probe<FanOut<J>> {
+    fn step_spec(&self, _: &FanOut<J>, key: &'static str) -> Result<StepSpec, Error> {
+        Ok(StepSpec::gate(key))
+    }
+}
 
 /// A gate whose output cannot be read back.
 pub trait GateNotDeserialize<T> {
@@ -476,6 +483,26 @@ pub trait StepOptionOnGate<T> {
     }
 }
 impl<T> StepOptionOnGate<T> for &Probe<External<T>> {}
+
+marker!(
+    #[diagnostic::on_unimplemented(
+        message = "`#[step(priority, max_attempts, timeout)]` do not apply to a fan-out: its children are jobs with their own definition values",
+        label = "an option of a fan-out",
+        note = "remove the option, and set the children's values on their `#[job(..)]`"
+    )]
+    FanOutStepOption
+);
+
+/// `#[step(priority, max_attempts, timeout)]` on a fan-out.
+pub trait StepOptionOnFanOut<J> {
+    /// Fails to compile.
+    fn check_step_option(&self)
+    where
+        FanOut<J>: FanOutStepOption,
+    {
+    }
+}
+impl<J> StepOptionOnFanOut<J> for &Probe<FanOut<J>> {}
 /// `#[step(priority, max_attempts, timeout)]` on anything else (a job step, or a type the
 /// step check refuses).
 pub trait StepOptionOk {

@@ -6,6 +6,7 @@
 mod connection;
 mod context;
 mod errors;
+mod fan_out;
 mod handles;
 mod jobs;
 mod results;
