@@ -250,7 +250,7 @@ impl JobContext {
         self.inner
             .report_progress(&update)
             .await
-            .map_err(context_error)
+            .map_err(|e| context_error(&e))
     }
 
     /// Writes a line to the job's log (shown by the TUI); never waits.
@@ -293,7 +293,7 @@ impl JobContext {
 
 /// A context call that failed: a workflow problem is terminal (a retry would meet it again);
 /// storage problems and a lost lease are retryable.
-pub(crate) fn context_error(e: JobContextError) -> JobError {
+pub(crate) fn context_error(e: &JobContextError) -> JobError {
     let error = if e.code.starts_with("workflow.") {
         JobError::terminal(&e.message)
     } else {

@@ -165,7 +165,7 @@ impl JobContext {
         self.engine()
             .append_workflow_steps(&format!("fan_out:{key}"), steps)
             .await
-            .map_err(context_error)?;
+            .map_err(|e| context_error(&e))?;
         Ok(count)
     }
 }
