@@ -31,8 +31,16 @@ use crate::job::Job;
 use crate::step::{Step, StepKind};
 
 /// The job type of the join step that collects a fan-out's outputs; every
-/// [`Worker`](crate::Worker) registers its handler.
+/// [`Worker`](crate::Worker) registers its handler ([`fan_in_handler`] for your own
+/// `Supervisor`).
 pub const FAN_IN_JOB_TYPE: &str = "runledger.fan_in";
+
+/// The handler of [`FAN_IN_JOB_TYPE`], for a `JobCatalog` you run under your own `Supervisor`
+/// next to the handlers of [`registered_jobs`](crate::registered_jobs) (a
+/// [`Worker`](crate::Worker) registers it itself).
+pub fn fan_in_handler(pool: PgPool) -> std::sync::Arc<dyn JobHandler> {
+    std::sync::Arc::new(FanInHandler::new(pool))
+}
 
 /// A workflow step filled at run time with any number of `J` jobs, chosen by another step of the
 /// run with [`JobContext::fan_out`]; its output is the `Vec` of their outputs, in the order they
@@ -172,12 +180,12 @@ impl JobContext {
 
 /// Runs the join step of a fan-out: completes the `FanOut` gate with its children's outputs,
 /// or fails it when one did not succeed.
-pub(crate) struct FanInHandler {
+struct FanInHandler {
     pool: PgPool,
 }
 
 impl FanInHandler {
-    pub(crate) fn new(pool: PgPool) -> Self {
+    fn new(pool: PgPool) -> Self {
         Self { pool }
     }
 }

@@ -98,7 +98,7 @@ pub use runledger_engine::runtime::config::JobsConfig;
 pub use context::JobContext;
 pub use engine::core::jobs::{JobDefaults, JobProgressUpdate};
 pub use error::{Error, HANDLER_ERROR_CODE, JobError};
-pub use fan_out::{FAN_IN_JOB_TYPE, FanOut, FanOutStep};
+pub use fan_out::{FAN_IN_JOB_TYPE, FanOut, FanOutStep, fan_in_handler};
 pub use job::{EnqueueOptions, Job, JobHandle, enqueue_batch, enqueue_batch_with};
 pub use registry::{
     RegisteredJob, RegisteredSchedule, RegisteredWorkflow, SourceLocation, registered_jobs,
@@ -179,7 +179,11 @@ pub use runledger_macros::job;
 /// | `#[step(max_attempts = ..)]` | `#[step(max_attempts = 2)]` | the step job's attempts |
 /// | `#[step(timeout = ..)]` | `#[step(timeout = "5m")]` | the step job's timeout |
 ///
-/// Each step field is a `#[job]` payload or an `External<T>` gate whose `T` is a serde type;
+/// A [`FanOut<J>`] field is a step filled at run time by another step with any number of `J`
+/// jobs ([`JobContext::fan_out`]); its output is the `Vec` of theirs.
+///
+/// Each step field is a `#[job]` payload, an `External<T>` gate whose `T` is a serde type, or a
+/// `FanOut<J>`;
 /// a nested workflow, a `Vec` or an `Option` of jobs, and `#[step(priority | max_attempts |
 /// timeout)]` on a gate are compile errors that say what to write instead. Two workflows with
 /// the same name fail worker startup with `worker.duplicate_workflow`.
@@ -207,7 +211,7 @@ pub use runledger_macros::job;
 ///     crawl: Crawl,
 ///     #[after(crawl)]
 ///     approval: External<bool>,
-///     #[after(approval)]
+///     #[after(crawl, approval)]
 ///     #[result]
 ///     score: Score,
 /// }
@@ -222,11 +226,21 @@ pub use runledger_macros::workflow;
 ///
 /// Put it on a plain fn that returns the job payload to enqueue, or stack it on a `#[job]` fn
 /// whose arguments are all `Option`s (each fire then enqueues `{}`). The cron expression is
-/// checked at compile time; it is evaluated in UTC.
+/// checked at compile time with the scheduler's own parser, including that it fires at all
+/// (`0 0 30 2 *` does not compile); it is evaluated in UTC, or in the IANA time zone `tz`.
+///
+/// **Weekdays** are numbered as in crontab in every form: `0` and `7` are Sunday, `1` is
+/// Monday, `6` Saturday, and names work (`MON-FRI`), so `0 3 * * 1-5` and `0 0 3 * * 1-5` both
+/// fire at 03:00 Monday to Friday. When day-of-month and day-of-week are both restricted, a
+/// fire matches both. **Time zones**: with `tz`, fires are wall-clock times there, computed
+/// across daylight-saving changes (a fire in the skipped spring hour runs at the first valid
+/// time after it; a fixed-time fire in the repeated autumn hour runs once); the zone is stored
+/// on the schedule.
 ///
 /// | key | example | meaning |
 /// | --- | --- | --- |
-/// | `cron` | `cron = "0 */5 * * * *"` | required: 6 fields (seconds first, optional 7th year), a 5-field crontab line, or `@hourly`-style |
+/// | `cron` | `cron = "0 */5 * * * *"` | required: a 5-field crontab line, 6 fields (seconds first, optional 7th year), or `@hourly`-style |
+/// | `tz` | `tz = "Europe/Berlin"` | the IANA time zone the expression is evaluated in (default `UTC`), checked at compile time |
 /// | `name` | `name = "reports.refresh"` | the unique schedule name (default: the fn name) |
 /// | `jitter` | `jitter = "30s"` | upper bound of a deterministic per-fire delay |
 /// | `active` | `active = false` | whether it fires (applied on every sync) |
@@ -242,7 +256,7 @@ pub use runledger_macros::workflow;
 ///     RefreshReports { full: false }
 /// }
 ///
-/// #[schedule(cron = "0 3 * * 1-5", name = "sessions.cleanup.weekdays")]
+/// #[schedule(cron = "0 3 * * 1-5", tz = "Europe/Berlin", name = "sessions.cleanup.weekdays")]
 /// #[job(name = "sessions.cleanup")]
 /// async fn cleanup(older_than_days: Option<u32>) -> Result<u32, JobError> {
 ///     Ok(older_than_days.unwrap_or(30))

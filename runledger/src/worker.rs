@@ -17,7 +17,7 @@ use crate::engine::runtime::config::{JobsConfig, JobsConfigError};
 use crate::engine::runtime::registry::JobHandler;
 use crate::engine::runtime::{JobLifecycleObserver, Supervisor, SupervisorBuilder};
 use crate::error::Error;
-use crate::fan_out::{FAN_IN_JOB_TYPE, FanInHandler};
+use crate::fan_out::{FAN_IN_JOB_TYPE, fan_in_handler};
 use crate::registry::{
     RegisteredJob, RegisteredSchedule, registered_jobs, registered_schedules, registered_workflows,
 };
@@ -233,7 +233,7 @@ impl Worker {
         }
         catalog = catalog.shared_job(
             FAN_IN_JOB_TYPE,
-            Arc::new(FanInHandler::new(self.pool.clone())),
+            fan_in_handler(self.pool.clone()),
             JobDefaults::new(),
         );
         for engine in &self.handlers {
