@@ -152,3 +152,23 @@ async fn progress_reported_by_a_running_handler_is_stored_on_the_job_row(pool: P
     assert_eq!(output, 10);
     worker.shutdown().await.unwrap();
 }
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn draining_through_a_worker_gives_handlers_its_data(pool: PgPool) {
+    use runledger::testing::{DrainOptions, drain_worker};
+
+    let worker = worker_builder(&pool)
+        .data(Greeter {
+            greeting: "hello".to_owned(),
+        })
+        .build()
+        .unwrap();
+    crate::support::prepare(&pool).await;
+    let job = Greet { name: "bob".into() }.enqueue(&pool).await.unwrap();
+    let report = drain_worker(&worker, DrainOptions::new()).await.unwrap();
+    assert_eq!(report.succeeded(), 1);
+    assert_eq!(
+        job.output(&pool).await.unwrap().as_deref(),
+        Some("hello, bob")
+    );
+}
