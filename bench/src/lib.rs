@@ -1,5 +1,5 @@
 //! Helpers shared by the benchmark and check binaries (`runledger-bench`, `admin-reads`,
-//! `restart-check`, `connection-check`).
+//! `crash-soak`, `pg-chaos`, `connection-check`).
 
 use sqlx::PgPool;
 

@@ -10,6 +10,9 @@
 //! It uses `DATABASE_URL` (the workspace's `.cargo/config.toml` points it at
 //! `postgres://postgres@127.0.0.1:5432/postgres`) and creates the `runledger` schema there on
 //! first run.
+//!
+//! Its tests, at the end of this file, show how to test such code with `runledger::testing`
+//! (`cargo test -p runledger-examples --example quickstart`); copy them as a starting point.
 
 #![allow(clippy::print_stdout)]
 
@@ -121,4 +124,70 @@ async fn run() -> Result<(), runledger::Error> {
 
     running.shutdown().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use runledger::prelude::*;
+    use runledger::testing::{TestDatabase, assert_enqueued, drain};
+
+    use super::*;
+
+    /// A step handler is a plain async fn: pass the outputs of its prerequisites as arguments.
+    #[tokio::test]
+    async fn classify_reads_the_crawled_page() {
+        assert_eq!(
+            classify("ada writes Rust".to_owned()).await.unwrap(),
+            "systems"
+        );
+    }
+
+    /// The whole workflow, run inline against a fresh database: no worker, no sleeping.
+    #[tokio::test]
+    async fn the_research_workflow_builds_a_profile() {
+        let db = TestDatabase::new().await.unwrap();
+        let run = Research {
+            crawl: Crawl {
+                handle: "grace".into(),
+            },
+            classify: Classify {},
+            score: Score {},
+            persist: Persist {
+                handle: "grace".into(),
+            },
+        }
+        .enqueue(db.pool())
+        .await
+        .unwrap();
+
+        let report = drain(db.pool()).await.unwrap();
+        assert_eq!(report.succeeded(), 4);
+        let profile = run
+            .result(db.pool(), Wait::up_to(Duration::from_secs(1)))
+            .await
+            .unwrap();
+        assert_eq!(profile.topic, "systems");
+        assert_eq!(profile.score, 100);
+    }
+
+    /// The schedule's payload is what its fn returns; the worker registers it by name.
+    #[tokio::test]
+    async fn the_pinned_crawl_is_scheduled_hourly() {
+        let db = TestDatabase::new().await.unwrap();
+        let worker = Worker::builder(db.pool()).build().unwrap();
+        let schedule = worker
+            .schedules()
+            .iter()
+            .find(|s| s.name == "quickstart.crawl.pinned")
+            .expect("the schedule is registered");
+        assert_eq!(
+            (schedule.job_name, schedule.cron),
+            ("quickstart.crawl", "@hourly")
+        );
+
+        crawl_pinned().enqueue(db.pool()).await.unwrap();
+        assert_enqueued::<Crawl>(db.pool(), |job| job.handle == "ada").await;
+    }
 }

@@ -21,8 +21,8 @@
 //! (`default_transaction_read_only`); the title shows whether the data is live, loading,
 //! paused, stale or reconnecting (with the error), and the UI never waits on the database.
 //!
-//! Exit status: 0 on quit, 2 for bad flags, 3 when the schema check fails, 1 for terminal
-//! errors.
+//! Exit status: 0 on quit (also after SIGTERM, SIGHUP or a hang-up of the terminal), 2 for bad
+//! flags, 3 when the schema check fails, 1 for terminal errors.
 
 mod app;
 mod args;
@@ -37,7 +37,7 @@ use std::str::FromStr;
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
-use ratatui::crossterm::event::{self, Event, KeyEventKind};
+use ratatui::crossterm::event::{self, Event, KeyEvent, KeyEventKind};
 use runledger_engine::postgres::ensure_schema_compatible;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -186,11 +186,57 @@ fn run_ui(runtime: &Runtime, pool: PgPool, args: &Args) -> std::io::Result<()> {
     ));
     let signals = runtime.spawn(forward_signals(event_tx));
     let mut guard = TerminalGuard::enter()?;
-    let result = event_loop(&mut guard, &mut app, &query_tx, &command_tx, &event_rx);
-    drop(guard);
+    let keys = read_keys();
+    let result = event_loop(
+        &mut guard,
+        &mut app,
+        &query_tx,
+        &command_tx,
+        &event_rx,
+        &keys,
+    );
+    if let Ok(Ending::HungUp) = result {
+        // No terminal is left to restore, and writing to it would only fail.
+        std::mem::forget(guard);
+    } else {
+        drop(guard);
+    }
     poller.abort();
     signals.abort();
-    result
+    result.map(|_| ())
+}
+
+/// Why the UI loop ended.
+enum Ending {
+    /// `q`, SIGTERM or SIGHUP.
+    Quit,
+    /// The terminal went away.
+    HungUp,
+}
+
+/// Reads key presses on a thread of their own and hands them over. Reading the terminal can
+/// block (or, after a hang-up, spin inside the terminal library without returning), so the
+/// UI thread never reads it: it keeps handling signals, snapshots and hang-ups whatever the
+/// reader does, and the process ends without waiting for the reader.
+fn read_keys() -> std_mpsc::Receiver<KeyEvent> {
+    let (keys_tx, keys_rx) = std_mpsc::channel();
+    std::thread::spawn(move || {
+        while let Ok(event) = event::read() {
+            if let Event::Key(key) = event
+                && key.kind == KeyEventKind::Press
+                && keys_tx.send(key).is_err()
+            {
+                return;
+            }
+        }
+    });
+    keys_rx
+}
+
+/// Whether the terminal has hung up (its window closed, its tmux session killed): a hung-up
+/// terminal refuses even the window-size query.
+fn terminal_hung_up() -> bool {
+    ratatui::crossterm::terminal::window_size().is_err()
 }
 
 fn event_loop(
@@ -199,25 +245,26 @@ fn event_loop(
     queries: &watch::Sender<model::Query>,
     commands: &mpsc::UnboundedSender<model::Command>,
     events: &std_mpsc::Receiver<PollerEvent>,
-) -> std::io::Result<()> {
+    keys: &std_mpsc::Receiver<KeyEvent>,
+) -> std::io::Result<Ending> {
     loop {
         while let Ok(event) = events.try_recv() {
             if app.apply(event) {
-                return Ok(());
+                return Ok(Ending::Quit);
             }
+        }
+        if terminal_hung_up() {
+            return Ok(Ending::HungUp);
         }
         let size = guard.terminal.size()?;
         app.page_rows = usize::from(size.height.saturating_sub(CHROME_ROWS));
         guard
             .terminal
             .draw(|frame| ui::draw(frame, app, Clock::now()))?;
-        if event::poll(Duration::from_millis(100))?
-            && let Event::Key(key) = event::read()?
-            && key.kind == KeyEventKind::Press
-        {
+        if let Ok(key) = keys.recv_timeout(Duration::from_millis(100)) {
             for effect in app.handle_key(key) {
                 match effect {
-                    Effect::Quit => return Ok(()),
+                    Effect::Quit => return Ok(Ending::Quit),
                     Effect::Copy(text) => {
                         terminal::copy_to_clipboard(guard.terminal.backend_mut(), &text)?;
                     }

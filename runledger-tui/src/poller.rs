@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use runledger_engine::core::jobs::{JobId, WorkflowRunId, WorkflowRunStatus};
 use runledger_engine::postgres::jobs::{
-    JobListFilter, WorkflowRunCountFilter, WorkflowRunHandleScope, WorkflowRunListFilter,
-    count_jobs, count_workflow_runs, get_job_by_id, get_job_detail, get_job_metrics,
-    get_workflow_run, list_job_definitions, list_job_runtime_configs, list_job_schedules,
-    list_jobs, list_workflow_run_step_counts, list_workflow_runs, list_workflow_steps,
+    JobListFilter, TenantScope, WorkflowRunCountFilter, WorkflowRunListFilter, count_jobs,
+    count_workflow_runs, get_job_by_id, get_job_detail, get_job_metrics, get_workflow_run,
+    list_job_definitions, list_job_runtime_configs, list_job_schedules, list_jobs,
+    list_workflow_run_step_counts, list_workflow_runs, list_workflow_steps,
 };
 use sqlx::PgPool;
 use tokio::sync::{mpsc, watch};
@@ -149,6 +149,9 @@ async fn fetch_data(
     query: &Query,
 ) -> Result<Data, runledger_engine::postgres::Error> {
     let org = query.organization;
+    // Detail views and lookups see what the lists see: one organization with `--org`,
+    // everything otherwise.
+    let scope = org.map_or(TenantScope::Admin, TenantScope::Organization);
     Ok(match &query.view {
         ViewQuery::Dashboard => {
             let metrics = get_job_metrics(pool, org).await?;
@@ -227,26 +230,24 @@ async fn fetch_data(
             )
         }
         ViewQuery::Job(id) => Data::Job(
-            get_job_detail(pool, *id)
+            get_job_detail(pool, *id, scope)
                 .await?
                 .map(|detail| Box::new(JobDetailData::from(detail))),
         ),
-        ViewQuery::Workflow(id) => {
-            match get_workflow_run(pool, *id, WorkflowRunHandleScope::Admin).await? {
-                Some(run) => {
-                    let steps = list_workflow_steps(pool, *id).await?;
-                    Data::Workflow(Some(Box::new(WorkflowDetailData {
-                        run: run.into(),
-                        steps: steps.into_iter().map(Into::into).collect(),
-                    })))
-                }
-                None => Data::Workflow(None),
+        ViewQuery::Workflow(id) => match get_workflow_run(pool, *id, scope).await? {
+            Some(run) => {
+                let steps = list_workflow_steps(pool, *id, scope).await?;
+                Data::Workflow(Some(Box::new(WorkflowDetailData {
+                    run: run.into(),
+                    steps: steps.into_iter().map(Into::into).collect(),
+                })))
             }
-        }
+            None => Data::Workflow(None),
+        },
         ViewQuery::Lookup(id) => {
-            let found = if get_job_by_id(pool, JobId(*id)).await?.is_some() {
+            let found = if get_job_by_id(pool, JobId(*id), scope).await?.is_some() {
                 Found::Job(JobId(*id))
-            } else if get_workflow_run(pool, WorkflowRunId(*id), WorkflowRunHandleScope::Admin)
+            } else if get_workflow_run(pool, WorkflowRunId(*id), scope)
                 .await?
                 .is_some()
             {

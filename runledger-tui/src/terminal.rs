@@ -21,7 +21,9 @@ impl TerminalGuard {
 
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
-        ratatui::restore();
+        // Quietly: after a hang-up there is no terminal to restore, and no stderr to report to
+        // (printing there would panic).
+        let _ = ratatui::try_restore();
     }
 }
 

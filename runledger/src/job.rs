@@ -14,7 +14,9 @@ use uuid::Uuid;
 
 use crate::context::JobContext;
 use crate::engine::core::jobs::{JobDefaults, JobId, JobStatus};
-use crate::engine::postgres::jobs::{JobEnqueue, JobRecord, enqueue_jobs, get_job_by_id};
+use crate::engine::postgres::jobs::{
+    JobEnqueue, JobRecord, TenantScope, enqueue_jobs, get_job_by_id,
+};
 use crate::error::{Error, JobError};
 use crate::output;
 
@@ -169,8 +171,10 @@ where
     let enqueued = enqueue_jobs(executor, &requests).await?;
     Ok(enqueued
         .into_iter()
-        .map(|job| JobHandle {
+        .zip(payloads)
+        .map(|(job, (_, options))| JobHandle {
             id: job.id,
+            organization_id: options.organization_id,
             created: job.created,
             _job: PhantomData,
         })
@@ -270,9 +274,11 @@ impl EnqueueOptions {
     }
 }
 
-/// A typed reference to an enqueued job.
+/// A typed reference to an enqueued job, seen in the scope of the job's organization: reads
+/// through a handle never see another organization's job (it is reported as not found).
 pub struct JobHandle<J> {
     id: JobId,
+    organization_id: Option<Uuid>,
     created: bool,
     _job: PhantomData<fn() -> J>,
 }
@@ -289,17 +295,21 @@ impl<J> std::fmt::Debug for JobHandle<J> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JobHandle")
             .field("id", &self.id)
+            .field("organization_id", &self.organization_id)
             .field("created", &self.created)
             .finish()
     }
 }
 
 impl<J: Job> JobHandle<J> {
-    /// A handle on an existing job, e.g. an id stored by the caller. Every read checks that
-    /// the job is a `J` and fails with `job.type_mismatch` otherwise.
-    pub fn from_id(id: JobId) -> Self {
+    /// A handle on an existing job (e.g. an id stored by the caller) in the scope of
+    /// `organization_id` (`None`: jobs without organization), as for
+    /// [`WorkflowHandle::from_id`](crate::WorkflowHandle::from_id). Every read checks that the
+    /// job is a `J` and fails with `job.type_mismatch` otherwise.
+    pub fn from_id(id: JobId, organization_id: Option<Uuid>) -> Self {
         Self {
             id,
+            organization_id,
             created: true,
             _job: PhantomData,
         }
@@ -315,7 +325,8 @@ impl<J: Job> JobHandle<J> {
         self.created
     }
 
-    /// The job's current status (`job.not_found` when it does not exist).
+    /// The job's current status (`job.not_found` when it does not exist in the handle's
+    /// organization).
     pub async fn status<'e>(
         &self,
         executor: impl sqlx::PgExecutor<'e>,
@@ -348,9 +359,10 @@ impl<J: Job> JobHandle<J> {
         output::decode(J::NAME, record.output).map(Some)
     }
 
-    /// The job's row, once it is known to be a `J`.
+    /// The job's row, in the handle's organization scope, once it is known to be a `J`.
     async fn record<'e>(&self, executor: impl sqlx::PgExecutor<'e>) -> Result<JobRecord, Error> {
-        let record = get_job_by_id(executor, self.id)
+        let scope = TenantScope::from_organization(self.organization_id);
+        let record = get_job_by_id(executor, self.id, scope)
             .await?
             .ok_or(Error::Database(
                 crate::engine::postgres::Error::JobNotFound { job_id: self.id },

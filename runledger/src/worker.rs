@@ -13,8 +13,9 @@ use crate::engine::postgres::{
     DEFAULT_CONNECT_TIMEOUT, check_connection, ensure_schema_compatible, migrate,
 };
 use crate::engine::runtime::catalog::{CatalogJobScheduleSpec, JobCatalog};
-use crate::engine::runtime::config::{JobsConfig, JobsConfigError};
+use crate::engine::runtime::config::{JobsConfig, JobsConfigError, check_pool_size};
 use crate::engine::runtime::registry::JobHandler;
+use crate::engine::runtime::worker::WorkerConfig;
 use crate::engine::runtime::{JobLifecycleObserver, Supervisor, SupervisorBuilder};
 use crate::error::Error;
 use crate::fan_out::{FAN_IN_JOB_TYPE, fan_in_handler};
@@ -257,12 +258,19 @@ impl Worker {
     }
 }
 
-/// The runtime's own connections (claims, heartbeats, batched completions, LISTEN, step-output
-/// reads) plus a margin for handlers that use [`Worker::pool`]; capped so that a few worker
-/// processes stay within PostgreSQL's default `max_connections` (pass your own pool to
-/// [`Worker::builder`] to size it differently).
+/// The runtime's own connections (LISTEN, claims, batched completions, heartbeats, logs, the
+/// reaper and the scheduler) plus one per handler slot for handlers that use
+/// [`Worker::pool`]; capped at 50 so that a few worker processes stay within PostgreSQL's
+/// default `max_connections` (pass your own pool to [`Worker::builder`] to size it
+/// differently).
 fn pool_size(config: &JobsConfig) -> u32 {
-    config.max_global_concurrency.saturating_add(5).clamp(5, 50)
+    let loops = WorkerConfig::from_jobs_config(config)
+        .connections_used()
+        .saturating_add(2);
+    loops
+        .saturating_add(config.max_global_concurrency)
+        .min(50)
+        .max(loops)
 }
 
 fn read_seconds(variable: &'static str) -> Result<Option<u64>, Error> {
@@ -414,10 +422,12 @@ impl WorkerBuilder {
     /// Collects the registered jobs, workflows and schedules and checks the settings. Fails
     /// with `worker.duplicate_job` / `worker.duplicate_workflow` /
     /// `worker.duplicate_schedule` (naming both registrations),
-    /// `worker.schedule_payload_invalid`, or a config code.
+    /// `worker.schedule_payload_invalid`, `config.pool_too_small` (a pool of fewer than two
+    /// connections: LISTEN would hold the only one), or another config code.
     pub fn build(self) -> Result<Worker, Error> {
         let config = self.config.unwrap_or_default();
         config.validate()?;
+        check_pool_size(&self.pool)?;
         if self.connect_timeout.is_zero() {
             return Err(Error::Config(JobsConfigError::InvalidField {
                 field: "connect_timeout",

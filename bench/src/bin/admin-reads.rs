@@ -325,7 +325,7 @@ async fn time_screens(pool: &PgPool) -> Result<(), BoxError> {
             .fetch_one(pool)
             .await?;
     timed("job detail (attempts, events, dead letters, logs)", || {
-        get_job_detail(pool, JobId(logged))
+        get_job_detail(pool, JobId(logged), WorkflowRunHandleScope::Admin)
     })
     .await?;
     timed("workflows (runs + count + step progress)", || async {
@@ -349,7 +349,7 @@ async fn time_screens(pool: &PgPool) -> Result<(), BoxError> {
         .ok_or("no runs")?;
     timed("workflow detail (run + steps)", || async {
         get_workflow_run(pool, run, WorkflowRunHandleScope::Admin).await?;
-        list_workflow_steps(pool, run).await
+        list_workflow_steps(pool, run, WorkflowRunHandleScope::Admin).await
     })
     .await?;
     timed("definitions (+ runtime configs, schedules)", || async {

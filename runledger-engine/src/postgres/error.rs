@@ -55,9 +55,25 @@ impl QueryError {
         ConnectionFailure::classify(&self.source)
     }
 
+    /// Whether PostgreSQL refused a value the statement carried (SQLSTATE class 22, data
+    /// exception, or 54, program limit exceeded: a NUL character, an out-of-range number or
+    /// timestamp, a value over a size limit) or the value could not be encoded. The statement
+    /// changed nothing, and sending the same values again fails the same way.
+    pub fn is_rejected_value(&self) -> bool {
+        match &self.source {
+            sqlx::Error::Encode(_) => true,
+            sqlx::Error::Database(err) => err
+                .code()
+                .is_some_and(|code| code.starts_with("22") || code.starts_with("54")),
+            _ => false,
+        }
+    }
+
     fn kind(&self) -> &'static str {
         if self.is_connection_error() {
             "connection"
+        } else if self.is_rejected_value() {
+            "rejected_value"
         } else {
             match &self.source {
                 sqlx::Error::Database(_) => "database",
@@ -281,6 +297,7 @@ impl Error {
             Self::NotAPrerequisite { .. } => "workflow.not_a_prerequisite",
             Self::CorruptRow { .. } => "storage.corrupt_row",
             Self::Query(err) if err.is_connection_error() => "storage.unavailable",
+            Self::Query(err) if err.is_rejected_value() => "validation.unstorable_value",
             Self::Query(_) => "storage.query_failed",
         }
     }
@@ -308,6 +325,7 @@ impl Error {
             | Self::WorkflowIdempotencyConflict { .. }
             | Self::WorkflowRunNotCancelable { .. }
             | Self::WorkflowConflict { .. } => ErrorCategory::Conflict,
+            Self::Query(err) if err.is_rejected_value() => ErrorCategory::Validation,
             Self::CorruptRow { .. } | Self::Query(_) => ErrorCategory::Storage,
         }
     }

@@ -3,6 +3,7 @@
 
 mod connect;
 mod error;
+mod input;
 pub mod jobs;
 mod schema;
 mod types;

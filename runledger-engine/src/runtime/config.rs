@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use sqlx::PgPool;
 use uuid::Uuid;
 
 /// Default pause between polls when no notification arrives.
@@ -27,6 +28,10 @@ pub const MIN_LEASE_TTL: Duration = Duration::from_secs(10);
 pub const MIN_LOOP_INTERVAL: Duration = Duration::from_secs(1);
 /// Largest claim batch accepted.
 pub const MAX_CLAIM_BATCH_SIZE: u32 = 1_000;
+/// Longest lease accepted; longer values are lowered to it.
+pub const MAX_LEASE_TTL: Duration = Duration::from_secs(24 * 3_600);
+/// Longest delay before a reaped job is retried; longer values are lowered to it.
+pub const MAX_REAPER_RETRY_DELAY: Duration = Duration::from_secs(24 * 3_600);
 
 /// A setting that is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,6 +55,16 @@ pub enum JobsConfigError {
         /// What is wrong with it.
         problem: &'static str,
     },
+    /// The pool allows too few connections for a worker to make progress.
+    #[error(
+        "the database pool allows {max_connections} connection(s); a worker needs at least {required} (one is held by LISTEN)"
+    )]
+    PoolTooSmall {
+        /// The pool's `max_connections`.
+        max_connections: u32,
+        /// The fewest that work, [`MIN_POOL_CONNECTIONS`].
+        required: u32,
+    },
 }
 
 impl JobsConfigError {
@@ -58,7 +73,40 @@ impl JobsConfigError {
         match self {
             Self::InvalidEnvVar { .. } => "config.invalid_env_var",
             Self::InvalidField { .. } => "config.invalid_field",
+            Self::PoolTooSmall { .. } => "config.pool_too_small",
         }
+    }
+}
+
+/// Fewest connections the pool of a worker needs: the LISTEN connection holds one for good,
+/// and the claim, completion and heartbeat loops need at least one more to share.
+pub const MIN_POOL_CONNECTIONS: u32 = 2;
+
+/// Refuses a pool that cannot run a worker at all (fewer than [`MIN_POOL_CONNECTIONS`]): with
+/// one connection the LISTEN connection would hold it and every other loop would starve
+/// without a word.
+pub fn check_pool_size(pool: &PgPool) -> Result<(), JobsConfigError> {
+    let max_connections = pool.options().get_max_connections();
+    if max_connections < MIN_POOL_CONNECTIONS {
+        return Err(JobsConfigError::PoolTooSmall {
+            max_connections,
+            required: MIN_POOL_CONNECTIONS,
+        });
+    }
+    Ok(())
+}
+
+/// Warns (in tracing) when `pool` allows fewer connections than the runtime's loops may hold at
+/// once: it still works, but the loops queue for connections and handlers that use the pool
+/// compete with them.
+pub(crate) fn warn_if_pool_small(pool: &PgPool, loops: u32) {
+    let max_connections = pool.options().get_max_connections();
+    if max_connections < loops {
+        tracing::warn!(
+            max_connections,
+            recommended = loops,
+            "the pool allows fewer connections than the runtime's loops may use at once; they will wait for each other (size the pool to at least this plus what handlers use)"
+        );
     }
 }
 
@@ -83,7 +131,7 @@ pub struct JobsConfig {
     pub poll_interval: Duration,
     /// Most jobs claimed per round trip (`JOBS_CLAIM_BATCH_SIZE`).
     pub claim_batch_size: u32,
-    /// Lease length (`JOBS_LEASE_TTL_SECONDS`), at least [`MIN_LEASE_TTL`].
+    /// Lease length (`JOBS_LEASE_TTL_SECONDS`), between [`MIN_LEASE_TTL`] and [`MAX_LEASE_TTL`].
     pub lease_ttl: Duration,
     /// Most handlers running at once (`JOBS_MAX_GLOBAL_CONCURRENCY`).
     pub max_global_concurrency: u32,
@@ -157,10 +205,17 @@ impl JobsConfig {
             }
         };
         let defaults = Self::default();
-        let worker_id = lookup("JOBS_WORKER_ID")
-            .map(|id| id.trim().to_owned())
-            .filter(|id| !id.is_empty())
-            .unwrap_or(defaults.worker_id);
+        let worker_id = match lookup("JOBS_WORKER_ID").map(|id| id.trim().to_owned()) {
+            Some(id) if id.contains('\0') || id.chars().count() > 255 => {
+                return Err(JobsConfigError::InvalidEnvVar {
+                    variable: "JOBS_WORKER_ID",
+                    value: id,
+                    expected: "at most 255 characters without NUL",
+                });
+            }
+            Some(id) if !id.is_empty() => id,
+            _ => defaults.worker_id,
+        };
         let config = Self {
             worker_id,
             poll_interval: read("JOBS_POLL_INTERVAL_MS")?
@@ -181,11 +236,13 @@ impl JobsConfig {
         Ok(config.clamped())
     }
 
-    /// Raises every value below its safe minimum to the minimum (and caps the batch size).
+    /// Raises every value below its safe minimum to the minimum, and lowers the batch size,
+    /// the lease and the reaper's retry delay to their maximums.
     pub fn clamped(mut self) -> Self {
         self.poll_interval = self.poll_interval.max(MIN_POLL_INTERVAL);
         self.claim_batch_size = self.claim_batch_size.clamp(1, MAX_CLAIM_BATCH_SIZE);
-        self.lease_ttl = self.lease_ttl.max(MIN_LEASE_TTL);
+        self.lease_ttl = self.lease_ttl.clamp(MIN_LEASE_TTL, MAX_LEASE_TTL);
+        self.reaper_retry_delay = self.reaper_retry_delay.min(MAX_REAPER_RETRY_DELAY);
         self.max_global_concurrency = self.max_global_concurrency.max(1);
         self.reaper_interval = self.reaper_interval.max(MIN_LOOP_INTERVAL);
         self.schedule_poll_interval = self.schedule_poll_interval.max(MIN_LOOP_INTERVAL);
@@ -195,8 +252,14 @@ impl JobsConfig {
     /// Checks a hand-built config; [`Self::from_env`] always returns a valid one.
     pub fn validate(&self) -> Result<(), JobsConfigError> {
         let invalid = |field, problem| Err(JobsConfigError::InvalidField { field, problem });
-        if self.worker_id.trim().is_empty() || self.worker_id.chars().count() > 255 {
-            return invalid("worker_id", "must be 1 to 255 characters and not blank");
+        if self.worker_id.trim().is_empty()
+            || self.worker_id.chars().count() > 255
+            || self.worker_id.contains('\0')
+        {
+            return invalid(
+                "worker_id",
+                "must be 1 to 255 characters, not blank, without NUL characters",
+            );
         }
         if self.poll_interval < MIN_POLL_INTERVAL {
             return invalid("poll_interval", "must be at least 10 ms");
@@ -204,8 +267,11 @@ impl JobsConfig {
         if self.claim_batch_size == 0 || self.claim_batch_size > MAX_CLAIM_BATCH_SIZE {
             return invalid("claim_batch_size", "must be between 1 and 1000");
         }
-        if self.lease_ttl < MIN_LEASE_TTL {
-            return invalid("lease_ttl", "must be at least 10 seconds");
+        if self.lease_ttl < MIN_LEASE_TTL || self.lease_ttl > MAX_LEASE_TTL {
+            return invalid("lease_ttl", "must be between 10 seconds and 24 hours");
+        }
+        if self.reaper_retry_delay > MAX_REAPER_RETRY_DELAY {
+            return invalid("reaper_retry_delay", "must be at most 24 hours");
         }
         if self.max_global_concurrency == 0 {
             return invalid("max_global_concurrency", "must be at least 1");

@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::jobs::{JobLogLine, JobLogWriter};
+use crate::postgres::ErrorCategory;
 use crate::postgres::jobs::append_job_logs;
 
 /// Most lines held in memory; lines written while the buffer is full are dropped and counted.
@@ -47,8 +48,10 @@ impl LogBuffer {
         std::mem::take(&mut *self.lines.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Stores every buffered line. Logs are best effort: a batch the database refuses is
-    /// reported in tracing and dropped rather than retried forever.
+    /// Stores every buffered line. Logs are best effort: a batch the database cannot reach is
+    /// reported in tracing and dropped rather than retried forever. `append_job_logs` makes
+    /// every line storable, but should a batch still be refused for what it carries, its lines
+    /// are stored one by one so that only the refused line is lost.
     pub(crate) async fn flush(&self, pool: &PgPool) {
         let dropped = self.dropped.swap(0, Ordering::Relaxed);
         if dropped > 0 {
@@ -56,8 +59,18 @@ impl LogBuffer {
         }
         let lines = self.take();
         for batch in lines.chunks(LOG_BATCH) {
-            if let Err(err) = append_job_logs(pool, batch).await {
-                tracing::warn!(code = err.code(), error = %err.internal_message(), lines = batch.len(), "storing job log lines failed; dropped");
+            match append_job_logs(pool, batch).await {
+                Ok(_) => {}
+                Err(err) if err.category() == ErrorCategory::Validation => {
+                    for line in batch {
+                        if let Err(err) = append_job_logs(pool, std::slice::from_ref(line)).await {
+                            tracing::warn!(code = err.code(), error = %err.internal_message(), job.id = %line.job_id, "a job log line was refused; dropped");
+                        }
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(code = err.code(), error = %err.internal_message(), lines = batch.len(), "storing job log lines failed; dropped");
+                }
             }
         }
     }

@@ -11,6 +11,7 @@ pub mod reaper;
 pub mod registry;
 pub mod scheduler;
 pub mod supervisor;
+mod tasks;
 pub mod worker;
 
 pub use error::{Error, Result, RuntimeError, RuntimeLoopExit};

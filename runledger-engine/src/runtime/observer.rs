@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use crate::core::jobs::{JobFailureKind, JobId, JobStatus};
 pub use crate::postgres::jobs::JobFailureDisposition;
 use crate::postgres::jobs::{ClaimedJob, ReapedLease};
+use crate::runtime::tasks::TaskSpawner;
 
 /// How many events may wait for delivery before new ones are dropped.
 pub const OBSERVER_QUEUE_CAPACITY: usize = 4_096;
@@ -247,19 +248,20 @@ impl JobLifecycleObservers {
         self.observers.is_empty()
     }
 
-    /// Starts the dispatcher task and returns observers wired to it. The task ends when every
-    /// clone of the returned value is dropped, after delivering what is queued (bounded by
+    /// Starts the dispatcher task in `tasks` and returns observers wired to it. The task ends
+    /// when every clone of the returned value is dropped, after delivering what is queued (bounded by
     /// [`OBSERVER_DRAIN_TIMEOUT`] once `shutdown` fires).
     pub(crate) fn start(
         &self,
+        tasks: &TaskSpawner,
         shutdown: tokio_util::sync::CancellationToken,
-    ) -> (Self, Option<tokio::task::JoinHandle<()>>) {
+    ) -> (Self, Option<tokio::task::JoinHandle<Option<()>>>) {
         if self.observers.is_empty() {
             return (self.clone(), None);
         }
         let (sender, receiver) = mpsc::channel(OBSERVER_QUEUE_CAPACITY);
         let observers = self.observers.clone();
-        let handle = tokio::spawn(dispatch(observers, receiver, shutdown));
+        let handle = tasks.spawn(dispatch(observers, receiver, shutdown));
         let wired = Self {
             observers: self.observers.clone(),
             sender: Some(sender),

@@ -11,6 +11,7 @@ use crate::postgres::jobs::reap_expired_leases;
 use crate::runtime::config::{JobsConfig, JobsConfigError};
 use crate::runtime::error::RuntimeLoopExit;
 use crate::runtime::observer::{JobLeaseReapedEvent, JobLifecycleObservers, LifecycleEvent};
+use crate::runtime::tasks::TaskTree;
 
 /// Default most leases taken back per statement.
 pub const DEFAULT_REAPER_BATCH_SIZE: i64 = 500;
@@ -137,7 +138,8 @@ pub async fn run_reaper_loop(
     observers: JobLifecycleObservers,
     shutdown: CancellationToken,
 ) -> RuntimeLoopExit {
-    let (observers, dispatcher) = observers.start(shutdown.clone());
+    let tree = TaskTree::new();
+    let (observers, dispatcher) = observers.start(tree.spawner(), shutdown.clone());
     let exit = match Reaper::new(pool, ReaperConfig::from_jobs_config(&config), observers) {
         Ok(reaper) => reaper.run(shutdown).await,
         Err(err) => RuntimeLoopExit::InvalidConfig(err),

@@ -13,12 +13,13 @@ use tracing::Instrument;
 
 use crate::core::jobs::JobId;
 use crate::runtime::catalog::JobCatalog;
-use crate::runtime::config::{JobsConfig, JobsConfigError};
+use crate::runtime::config::{JobsConfig, JobsConfigError, warn_if_pool_small};
 use crate::runtime::error::{RuntimeError, RuntimeLoopExit};
 use crate::runtime::observer::{JobLifecycleObserver, JobLifecycleObservers};
 use crate::runtime::reaper::{Reaper, ReaperConfig};
 use crate::runtime::registry::JobRegistry;
 use crate::runtime::scheduler::{Scheduler, SchedulerConfig};
+use crate::runtime::tasks::TaskTree;
 use crate::runtime::worker::{Worker, WorkerConfig};
 
 /// How long loops get to finish after the deadline's hard stop before they are aborted.
@@ -95,7 +96,9 @@ impl SupervisorBuilder {
         self.pending_error.get_or_insert(err);
     }
 
-    /// Validates everything and starts the loops (requires a Tokio runtime).
+    /// Validates everything and starts the loops (requires a Tokio runtime). Fails with
+    /// `config.pool_too_small` when the pool cannot run a worker at all, and warns (in
+    /// tracing) when it allows fewer connections than the loops may use at once.
     pub fn build(self) -> Result<Supervisor, RuntimeError> {
         if let Some(err) = self.pending_error {
             return Err(err);
@@ -104,14 +107,19 @@ impl SupervisorBuilder {
         if self.registry.is_empty() {
             return Err(RuntimeError::NoHandlers);
         }
-        let shutdown = CancellationToken::new();
-        let hard_stop = CancellationToken::new();
-        let observer_stop = CancellationToken::new();
-        let (observers, dispatcher) = self.observers.start(observer_stop.clone());
+        let worker_config = WorkerConfig::from_jobs_config(&self.config);
+        // The reaper and the scheduler hold one connection each while they run.
+        warn_if_pool_small(&self.pool, worker_config.connections_used() + 2);
+        let tree = TaskTree::new();
+        let tasks = tree.spawner().clone();
+        let shutdown = tasks.child_token();
+        let hard_stop = tasks.child_token();
+        let observer_stop = tasks.child_token();
+        let (observers, dispatcher) = self.observers.start(&tasks, observer_stop.clone());
         let worker = Worker::new(
             self.pool.clone(),
             Arc::new(self.registry),
-            WorkerConfig::from_jobs_config(&self.config),
+            worker_config,
             observers.clone(),
         )?;
         let reaper = Reaper::new(
@@ -121,38 +129,45 @@ impl SupervisorBuilder {
         )?;
         let scheduler = Scheduler::new(self.pool, SchedulerConfig::from_jobs_config(&self.config))?;
 
-        let mut tasks = JoinSet::new();
+        let mut loops = JoinSet::new();
         let mut names = HashMap::new();
-        let worker_span =
-            tracing::info_span!("runledger.worker", worker.id = %self.config.worker_id);
+        let mut start = |name: &'static str, run: BoxedLoop, span: tracing::Span| {
+            let handle = loops.spawn(tasks.cancellable(run.instrument(span)));
+            names.insert(handle.id(), name);
+        };
         let (stop, hard) = (shutdown.clone(), hard_stop.clone());
-        let handle = tasks
-            .spawn(async move { ("worker", worker.run(stop, hard).await) }.instrument(worker_span));
-        names.insert(handle.id(), "worker");
-        let stop = shutdown.clone();
-        let handle = tasks.spawn(
-            async move { ("reaper", reaper.run(stop).await) }
-                .instrument(tracing::info_span!("runledger.reaper")),
+        start(
+            "worker",
+            Box::pin(async move { worker.run(stop, hard).await }),
+            tracing::info_span!("runledger.worker", worker.id = %self.config.worker_id),
         );
-        names.insert(handle.id(), "reaper");
         let stop = shutdown.clone();
-        let handle = tasks.spawn(
-            async move { ("scheduler", scheduler.run(stop).await) }
-                .instrument(tracing::info_span!("runledger.scheduler")),
+        start(
+            "reaper",
+            Box::pin(async move { reaper.run(stop).await }),
+            tracing::info_span!("runledger.reaper"),
         );
-        names.insert(handle.id(), "scheduler");
+        let stop = shutdown.clone();
+        start(
+            "scheduler",
+            Box::pin(async move { scheduler.run(stop).await }),
+            tracing::info_span!("runledger.scheduler"),
+        );
         tracing::info!(worker.id = %self.config.worker_id, "supervisor started");
         Ok(Supervisor {
-            tasks,
+            loops,
             names,
             shutdown,
             hard_stop,
             observer_stop,
             dispatcher,
             early_error: None,
+            tree,
         })
     }
 }
+
+type BoxedLoop = std::pin::Pin<Box<dyn Future<Output = RuntimeLoopExit> + Send>>;
 
 /// Runs the worker, reaper and scheduler loops of one worker process.
 ///
@@ -175,20 +190,25 @@ impl SupervisorBuilder {
 ///     .await?;
 /// # Ok(()) }
 /// ```
+///
+/// Every task the Supervisor starts (its loops, their helpers, every handler, the observer
+/// dispatcher) belongs to one task tree: dropping the Supervisor without a shutdown stops them
+/// all, and every shutdown ends with none left running.
 pub struct Supervisor {
-    tasks: JoinSet<(&'static str, RuntimeLoopExit)>,
+    loops: JoinSet<Option<RuntimeLoopExit>>,
     names: HashMap<tokio::task::Id, &'static str>,
     shutdown: CancellationToken,
     hard_stop: CancellationToken,
     observer_stop: CancellationToken,
-    dispatcher: Option<tokio::task::JoinHandle<()>>,
+    dispatcher: Option<tokio::task::JoinHandle<Option<()>>>,
     early_error: Option<RuntimeError>,
+    tree: TaskTree,
 }
 
 impl std::fmt::Debug for Supervisor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Supervisor")
-            .field("loops", &self.tasks.len())
+            .field("loops", &self.loops.len())
             .field("shutting_down", &self.shutdown.is_cancelled())
             .finish()
     }
@@ -230,7 +250,7 @@ impl Supervisor {
     ) -> SupervisorShutdown {
         tokio::select! {
             () = signal => tracing::info!("shutdown signal received"),
-            Some(joined) = self.tasks.join_next() => {
+            Some(joined) = self.loops.join_next_with_id() => {
                 let err = loop_failure(joined, false, &self.names);
                 tracing::error!(error = %err, "a runtime loop stopped; shutting down");
                 self.early_error = Some(err);
@@ -243,12 +263,12 @@ impl Supervisor {
     pub async fn shutdown(mut self) -> SupervisorShutdown {
         self.shutdown.cancel();
         let mut first_error = self.early_error.take();
-        while let Some(joined) = self.tasks.join_next().await {
+        while let Some(joined) = self.loops.join_next_with_id().await {
             if let Some(err) = shutdown_failure(joined, &self.names) {
                 first_error.get_or_insert(err);
             }
         }
-        self.finish_observers().await;
+        self.finish().await;
         first_error.map_or(Ok(()), Err)
     }
 
@@ -260,7 +280,7 @@ impl Supervisor {
         let mut aborted: Vec<JobId> = Vec::new();
         let drained = tokio::time::timeout(deadline, async {
             let mut errors = Vec::new();
-            while let Some(joined) = self.tasks.join_next().await {
+            while let Some(joined) = self.loops.join_next_with_id().await {
                 errors.push(joined);
             }
             errors
@@ -273,14 +293,14 @@ impl Supervisor {
                 self.hard_stop.cancel();
                 let mut results = Vec::new();
                 let grace = tokio::time::timeout(HARD_STOP_GRACE, async {
-                    while let Some(joined) = self.tasks.join_next().await {
+                    while let Some(joined) = self.loops.join_next_with_id().await {
                         results.push(joined);
                     }
                 })
                 .await;
                 if grace.is_err() {
-                    self.tasks.abort_all();
-                    while self.tasks.join_next().await.is_some() {}
+                    self.loops.abort_all();
+                    while self.loops.join_next().await.is_some() {}
                 }
                 first_error.get_or_insert(RuntimeError::ShutdownDeadlineExceeded {
                     aborted_jobs: Vec::new(),
@@ -290,7 +310,9 @@ impl Supervisor {
         };
         for joined in results {
             match joined {
-                Ok((_, RuntimeLoopExit::Aborted { aborted_jobs })) => aborted.extend(aborted_jobs),
+                Ok((_, Some(RuntimeLoopExit::Aborted { aborted_jobs }))) => {
+                    aborted.extend(aborted_jobs);
+                }
                 other => {
                     if let Some(err) = shutdown_failure(other, &self.names) {
                         first_error.get_or_insert(err);
@@ -298,7 +320,7 @@ impl Supervisor {
                 }
             }
         }
-        self.finish_observers().await;
+        self.finish().await;
         match first_error {
             Some(RuntimeError::ShutdownDeadlineExceeded { .. }) => {
                 Err(RuntimeError::ShutdownDeadlineExceeded {
@@ -313,39 +335,45 @@ impl Supervisor {
         }
     }
 
-    async fn finish_observers(&mut self) {
+    /// Delivers the observers' pending events (bounded), then stops whatever task is left.
+    async fn finish(&mut self) {
         self.observer_stop.cancel();
         if let Some(dispatcher) = self.dispatcher.take() {
             let _ = dispatcher.await;
         }
+        self.tree.stop().await;
     }
 }
 
 /// Interprets a loop that ended while shutdown was in progress.
 fn shutdown_failure(
-    joined: Result<(&'static str, RuntimeLoopExit), JoinError>,
+    joined: Result<(tokio::task::Id, Option<RuntimeLoopExit>), JoinError>,
     names: &HashMap<tokio::task::Id, &'static str>,
 ) -> Option<RuntimeError> {
     match joined {
-        Ok((_, RuntimeLoopExit::Shutdown)) => None,
+        Ok((_, Some(RuntimeLoopExit::Shutdown) | None)) => None,
         other => Some(loop_failure(other, true, names)),
     }
 }
 
 /// Interprets a loop that ended; `shutting_down` tells whether that was expected.
 fn loop_failure(
-    joined: Result<(&'static str, RuntimeLoopExit), JoinError>,
+    joined: Result<(tokio::task::Id, Option<RuntimeLoopExit>), JoinError>,
     shutting_down: bool,
     names: &HashMap<tokio::task::Id, &'static str>,
 ) -> RuntimeError {
+    let name = |id| names.get(&id).copied().unwrap_or("runtime");
     match joined {
-        Ok((_, RuntimeLoopExit::Aborted { aborted_jobs })) if shutting_down => {
+        Ok((_, Some(RuntimeLoopExit::Aborted { aborted_jobs }))) if shutting_down => {
             RuntimeError::ShutdownDeadlineExceeded { aborted_jobs }
         }
-        Ok((_, RuntimeLoopExit::InvalidConfig(err))) => RuntimeError::InvalidJobsConfig(err),
-        Ok((loop_name, exit)) => RuntimeError::LoopExitedEarly { loop_name, exit },
+        Ok((_, Some(RuntimeLoopExit::InvalidConfig(err)))) => RuntimeError::InvalidJobsConfig(err),
+        Ok((id, exit)) => RuntimeError::LoopExitedEarly {
+            loop_name: name(id),
+            exit: exit.unwrap_or(RuntimeLoopExit::Shutdown),
+        },
         Err(err) => {
-            let loop_name = names.get(&err.id()).copied().unwrap_or("runtime");
+            let loop_name = name(err.id());
             if err.is_panic() {
                 RuntimeError::LoopPanicked { loop_name }
             } else {

@@ -10,7 +10,7 @@ use runledger_engine::core::jobs::{
 };
 use runledger_engine::postgres::ErrorCategory;
 use runledger_engine::postgres::jobs::{
-    DeadLetterListFilter, JOB_QUEUE_CHANNEL, JobFailureDisposition, cancel_job,
+    DeadLetterListFilter, JOB_QUEUE_CHANNEL, JobFailureDisposition, TenantScope, cancel_job,
     complete_job_success, heartbeat_job, list_dead_letters, list_job_attempts, list_job_events,
     mark_job_running, reap_expired_leases, requeue_job,
 };
@@ -40,12 +40,14 @@ async fn scheduled_delay_secs(pool: &PgPool, job_id: JobId) -> f64 {
 async fn cancel_of_a_pending_job_cancels_it_and_records_an_event(pool: PgPool) {
     let job_id = one_job(&pool).await;
 
-    cancel_job(&pool, job_id).await.unwrap();
+    cancel_job(&pool, job_id, TenantScope::Admin).await.unwrap();
 
     let record = job(&pool, job_id).await;
     assert_eq!(record.status, JobStatus::Canceled);
     assert!(record.finished_at.is_some());
-    let events = list_job_events(&pool, job_id).await.unwrap();
+    let events = list_job_events(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].event_type, JobEventType::Canceled);
     assert_eq!(events[0].details["previous_status"], "PENDING");
@@ -62,19 +64,23 @@ async fn cancel_of_a_leased_job_closes_the_attempt_and_fences_out_the_worker(poo
     let job_id = one_job(&pool).await;
     let claimed = claim_one(&pool).await;
 
-    cancel_job(&pool, job_id).await.unwrap();
+    cancel_job(&pool, job_id, TenantScope::Admin).await.unwrap();
 
     let record = job(&pool, job_id).await;
     assert_eq!(record.status, JobStatus::Canceled);
     assert_eq!(record.worker_id, None);
     assert_eq!(record.lease_expires_at, None);
-    let attempts = list_job_attempts(&pool, job_id).await.unwrap();
+    let attempts = list_job_attempts(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].attempt, 1);
     assert_eq!(attempts[0].worker_id, WORKER);
     assert_eq!(attempts[0].outcome, JobAttemptOutcome::Canceled);
     assert_eq!(attempts[0].failure_kind, None);
-    let events = list_job_events(&pool, job_id).await.unwrap();
+    let events = list_job_events(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(events[0].event_type, JobEventType::Canceled);
     assert_eq!(events[0].details["previous_status"], "LEASED");
 
@@ -100,7 +106,9 @@ async fn cancel_of_a_finished_job_is_an_invalid_state(pool: PgPool) {
         .await
         .unwrap();
 
-    let err = cancel_job(&pool, job_id).await.unwrap_err();
+    let err = cancel_job(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap_err();
 
     assert_eq!(err.code(), "job.cancel_invalid_state");
     assert_eq!(err.category(), ErrorCategory::Conflict);
@@ -111,9 +119,11 @@ async fn cancel_of_a_finished_job_is_an_invalid_state(pool: PgPool) {
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn cancel_of_an_already_canceled_job_is_an_invalid_state(pool: PgPool) {
     let job_id = one_job(&pool).await;
-    cancel_job(&pool, job_id).await.unwrap();
+    cancel_job(&pool, job_id, TenantScope::Admin).await.unwrap();
 
-    let err = cancel_job(&pool, job_id).await.unwrap_err();
+    let err = cancel_job(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap_err();
 
     assert_eq!(err.code(), "job.cancel_invalid_state");
     assert_eq!(
@@ -126,11 +136,15 @@ async fn cancel_of_an_already_canceled_job_is_an_invalid_state(pool: PgPool) {
 async fn cancel_or_requeue_of_an_unknown_job_is_not_found(pool: PgPool) {
     let unknown = JobId::new_v7();
 
-    let err = cancel_job(&pool, unknown).await.unwrap_err();
+    let err = cancel_job(&pool, unknown, TenantScope::Admin)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "job.not_found");
     assert_eq!(err.category(), ErrorCategory::NotFound);
 
-    let err = requeue_job(&pool, unknown).await.unwrap_err();
+    let err = requeue_job(&pool, unknown, TenantScope::Admin)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "job.not_found");
 }
 
@@ -153,7 +167,9 @@ async fn requeue_of_a_dead_lettered_job_gives_it_a_fresh_allowance_of_attempts(p
     }
     assert_eq!(job(&pool, job_id).await.status, JobStatus::DeadLettered);
 
-    requeue_job(&pool, job_id).await.unwrap();
+    requeue_job(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
 
     let record = job(&pool, job_id).await;
     assert_eq!(record.status, JobStatus::Pending);
@@ -161,7 +177,9 @@ async fn requeue_of_a_dead_lettered_job_gives_it_a_fresh_allowance_of_attempts(p
     assert_eq!(record.attempt, 2, "the lifetime attempt counter is kept");
     assert_eq!(record.finished_at, None);
     assert!(record.next_run_at <= Utc::now(), "due at once");
-    let events = list_job_events(&pool, job_id).await.unwrap();
+    let events = list_job_events(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
     let requeued = events.last().unwrap();
     assert_eq!(requeued.event_type, JobEventType::Requeued);
     assert_eq!(requeued.details["previous_status"], "DEAD_LETTERED");
@@ -184,12 +202,16 @@ async fn requeue_of_a_dead_lettered_job_gives_it_a_fresh_allowance_of_attempts(p
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn requeue_of_a_canceled_job_makes_it_claimable_again(pool: PgPool) {
     let job_id = one_job(&pool).await;
-    cancel_job(&pool, job_id).await.unwrap();
+    cancel_job(&pool, job_id, TenantScope::Admin).await.unwrap();
 
-    requeue_job(&pool, job_id).await.unwrap();
+    requeue_job(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
 
     assert_eq!(job(&pool, job_id).await.status, JobStatus::Pending);
-    let events = list_job_events(&pool, job_id).await.unwrap();
+    let events = list_job_events(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(
         events.iter().map(|e| e.event_type).collect::<Vec<_>>(),
         vec![JobEventType::Canceled, JobEventType::Requeued]
@@ -208,7 +230,9 @@ async fn requeue_wakes_workers_on_the_job_queue_channel(pool: PgPool) {
     let mut listener = PgListener::connect_with(&pool).await.unwrap();
     listener.listen(JOB_QUEUE_CHANNEL).await.unwrap();
 
-    requeue_job(&pool, job_id).await.unwrap();
+    requeue_job(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
 
     let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv())
         .await
@@ -222,20 +246,26 @@ async fn requeue_of_a_job_that_is_not_dead_lettered_or_canceled_is_an_invalid_st
     define(&pool, "test.job", DefinitionOpts::default()).await;
     let pending = insert_job(&pool, "test.job", json!({"n": 1})).await;
 
-    let err = requeue_job(&pool, pending).await.unwrap_err();
+    let err = requeue_job(&pool, pending, TenantScope::Admin)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "job.requeue_invalid_state");
     assert_eq!(err.category(), ErrorCategory::Conflict);
     assert_eq!(job(&pool, pending).await.status, JobStatus::Pending);
 
     let claimed = claim_one(&pool).await;
-    let err = requeue_job(&pool, claimed.id).await.unwrap_err();
+    let err = requeue_job(&pool, claimed.id, TenantScope::Admin)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "job.requeue_invalid_state");
     assert_eq!(job(&pool, claimed.id).await.status, JobStatus::Leased);
 
     complete_job_success(&pool, &claimed.lease(), None)
         .await
         .unwrap();
-    let err = requeue_job(&pool, claimed.id).await.unwrap_err();
+    let err = requeue_job(&pool, claimed.id, TenantScope::Admin)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "job.requeue_invalid_state");
     assert_eq!(job(&pool, claimed.id).await.status, JobStatus::Succeeded);
     assert!(event_types(&pool, pending).await.is_empty());
@@ -250,7 +280,9 @@ async fn requeue_of_a_workflow_step_job_is_refused(pool: PgPool) {
     assert_eq!(claimed.workflow_step_id, Some(WorkflowStepId(step_id)));
     dead_letter(&pool, &claimed).await;
 
-    let err = requeue_job(&pool, job_id).await.unwrap_err();
+    let err = requeue_job(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap_err();
 
     assert_eq!(err.code(), "job.workflow_requeue_not_supported");
     assert_eq!(job(&pool, job_id).await.status, JobStatus::DeadLettered);
@@ -265,7 +297,9 @@ async fn cancel_of_a_workflow_step_job_is_refused(pool: PgPool) {
     let job_id = one_job(&pool).await;
     attach_to_workflow(&pool, job_id).await;
 
-    let err = cancel_job(&pool, job_id).await.unwrap_err();
+    let err = cancel_job(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap_err();
 
     assert_eq!(err.code(), "job.workflow_cancel_not_supported");
     assert_eq!(job(&pool, job_id).await.status, JobStatus::Pending);
@@ -299,12 +333,16 @@ async fn reaper_retries_an_expired_lease_that_has_attempts_left(pool: PgPool) {
     assert_eq!(record.last_error_code.as_deref(), Some("job.lease_expired"));
     let delay = scheduled_delay_secs(&pool, job_id).await;
     assert!((delay - 30.0).abs() < 0.001, "retry delay {delay} s");
-    let attempts = list_job_attempts(&pool, job_id).await.unwrap();
+    let attempts = list_job_attempts(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts[0].outcome, JobAttemptOutcome::Failed);
     assert_eq!(attempts[0].failure_kind, Some(JobFailureKind::LeaseExpired));
     assert_eq!(attempts[0].error_code.as_deref(), Some("job.lease_expired"));
     assert_eq!(attempts[0].worker_id, WORKER);
-    let events = list_job_events(&pool, job_id).await.unwrap();
+    let events = list_job_events(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
     let expired = events
         .iter()
         .find(|e| e.event_type == JobEventType::LeaseExpired)
@@ -355,7 +393,9 @@ async fn reaper_dead_letters_an_expired_lease_on_the_last_attempt(pool: PgPool) 
     assert_eq!(record.status, JobStatus::DeadLettered);
     assert!(record.finished_at.is_some());
     assert_eq!(record.worker_id, None);
-    let attempts = list_job_attempts(&pool, job_id).await.unwrap();
+    let attempts = list_job_attempts(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts[0].failure_kind, Some(JobFailureKind::LeaseExpired));
     let dead = list_dead_letters(&pool, &DeadLetterListFilter::new().job_id(job_id))
         .await

@@ -7,9 +7,10 @@ use runledger_engine::core::jobs::{
     JobCompletion, JobLogLevel, JobLogLine, JobStatus, WorkflowDagBuilder,
 };
 use runledger_engine::postgres::jobs::{
-    JobEnqueue, JobListFilter, JobLogListFilter, append_job_logs, count_jobs, enqueue_job,
-    enqueue_workflow_run, get_job_detail, get_job_metrics, get_job_runtime_config, list_job_logs,
-    list_job_runtime_configs, list_jobs, list_workflow_run_step_counts, upsert_job_runtime_config,
+    JobEnqueue, JobListFilter, JobLogListFilter, TenantScope, append_job_logs, count_jobs,
+    enqueue_job, enqueue_workflow_run, get_job_detail, get_job_metrics, get_job_runtime_config,
+    list_job_logs, list_job_runtime_configs, list_jobs, list_workflow_run_step_counts,
+    upsert_job_runtime_config,
 };
 use runledger_engine::runtime::observer::JobLifecycleObservers;
 use runledger_engine::runtime::registry::JobRegistry;
@@ -123,7 +124,7 @@ async fn job_detail_gathers_attempts_events_dead_letters_and_logs(pool: PgPool) 
     .unwrap();
     dead_letter(&pool, &job).await;
 
-    let detail = get_job_detail(&pool, job_id)
+    let detail = get_job_detail(&pool, job_id, TenantScope::Admin)
         .await
         .unwrap()
         .expect("job exists");
@@ -141,10 +142,14 @@ async fn job_detail_gathers_attempts_events_dead_letters_and_logs(pool: PgPool) 
     assert_eq!(detail.logs[1].fields, json!({"code": 554}));
 
     assert!(
-        get_job_detail(&pool, runledger_engine::core::jobs::JobId::new_v7())
-            .await
-            .unwrap()
-            .is_none()
+        get_job_detail(
+            &pool,
+            runledger_engine::core::jobs::JobId::new_v7(),
+            TenantScope::Admin
+        )
+        .await
+        .unwrap()
+        .is_none()
     );
 }
 
@@ -157,9 +162,14 @@ async fn list_job_logs_pages_forward_and_tails(pool: PgPool) {
         .collect();
     assert_eq!(append_job_logs(&pool, &lines).await.unwrap(), 5);
 
-    let first = list_job_logs(&pool, job_id, &JobLogListFilter::new().limit(2))
-        .await
-        .unwrap();
+    let first = list_job_logs(
+        &pool,
+        job_id,
+        TenantScope::Admin,
+        &JobLogListFilter::new().limit(2),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         first.iter().map(|l| l.message.as_str()).collect::<Vec<_>>(),
         ["line 0", "line 1"]
@@ -167,14 +177,20 @@ async fn list_job_logs_pages_forward_and_tails(pool: PgPool) {
     let next = list_job_logs(
         &pool,
         job_id,
+        TenantScope::Admin,
         &JobLogListFilter::new().after_id(first[1].id).limit(2),
     )
     .await
     .unwrap();
     assert_eq!(next[0].message, "line 2");
-    let tail = list_job_logs(&pool, job_id, &JobLogListFilter::tail(2))
-        .await
-        .unwrap();
+    let tail = list_job_logs(
+        &pool,
+        job_id,
+        TenantScope::Admin,
+        &JobLogListFilter::tail(2),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         tail.iter().map(|l| l.message.as_str()).collect::<Vec<_>>(),
         ["line 3", "line 4"]
@@ -212,7 +228,7 @@ async fn lines_a_handler_logs_through_its_context_are_stored_with_the_attempt(po
 
     assert_eq!(worker.run_once().await.unwrap().succeeded, 1);
 
-    let logs = list_job_logs(&pool, job_id, &JobLogListFilter::new())
+    let logs = list_job_logs(&pool, job_id, TenantScope::Admin, &JobLogListFilter::new())
         .await
         .unwrap();
     assert_eq!(logs.len(), 2);

@@ -10,7 +10,7 @@ use runledger_engine::core::jobs::{
 };
 use runledger_engine::postgres::ErrorCategory;
 use runledger_engine::postgres::jobs::{
-    ClaimRequest, JobEnqueue, JobLease, JobSuccess, claim_jobs, complete_job_success,
+    ClaimRequest, JobEnqueue, JobLease, JobSuccess, TenantScope, claim_jobs, complete_job_success,
     complete_jobs_success, enqueue_job, enqueue_jobs, heartbeat_job, heartbeat_jobs,
     list_job_attempts, mark_job_running, set_job_definition_enabled, update_job_progress,
 };
@@ -279,13 +279,20 @@ async fn claim_starts_attempt_one_whose_row_is_written_when_it_ends(pool: PgPool
     assert_eq!(record.attempt, 1);
     assert!(record.leased_at.is_some());
     assert_eq!(record.started_at, None);
-    assert!(list_job_attempts(&pool, job_id).await.unwrap().is_empty());
+    assert!(
+        list_job_attempts(&pool, job_id, TenantScope::Admin)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     complete_job_success(&pool, &claimed.lease(), None)
         .await
         .unwrap();
 
-    let attempts = list_job_attempts(&pool, job_id).await.unwrap();
+    let attempts = list_job_attempts(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts.len(), 1);
     let attempt = &attempts[0];
     assert_eq!(attempt.attempt, 1);
@@ -435,7 +442,10 @@ async fn mark_job_running_records_when_the_handler_started_once(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!(
-        list_job_attempts(&pool, claimed.id).await.unwrap()[0].started_at,
+        list_job_attempts(&pool, claimed.id, TenantScope::Admin)
+            .await
+            .unwrap()[0]
+            .started_at,
         started
     );
 }

@@ -8,8 +8,8 @@ use runledger_engine::core::jobs::{
 };
 use runledger_engine::postgres::jobs::{
     DeadLetterListFilter, JobFailureDisposition, JobLease, JobSuccess, MAX_ERROR_MESSAGE_CHARS,
-    complete_job_failure, complete_job_success, complete_jobs_success, list_dead_letters,
-    list_job_attempts, list_job_events,
+    TenantScope, complete_job_failure, complete_job_success, complete_jobs_success,
+    list_dead_letters, list_job_attempts, list_job_events,
 };
 use serde_json::json;
 use sqlx::PgPool;
@@ -56,7 +56,9 @@ async fn success_stores_the_output_and_closes_the_attempt(pool: PgPool) {
     assert_eq!(record.worker_id, None);
     assert_eq!(record.lease_expires_at, None);
     assert!(record.finished_at.is_some());
-    let attempts = list_job_attempts(&pool, claimed.id).await.unwrap();
+    let attempts = list_job_attempts(&pool, claimed.id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].attempt, 1);
     assert_eq!(attempts[0].worker_id, WORKER);
@@ -135,7 +137,12 @@ async fn batch_success_completes_current_leases_and_skips_an_expired_one(pool: P
             assert_eq!(record.status, JobStatus::Leased);
             assert_eq!(record.output, None);
             assert_eq!(record.worker_id.as_deref(), Some(WORKER));
-            assert!(list_job_attempts(&pool, expired).await.unwrap().is_empty());
+            assert!(
+                list_job_attempts(&pool, expired, TenantScope::Admin)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
         } else {
             assert_eq!(record.status, JobStatus::Succeeded);
             assert_eq!(record.output, Some(json!({"done": n})));
@@ -168,7 +175,7 @@ async fn late_success_after_lease_expiry_is_refused_and_changes_nothing(pool: Pg
     assert_eq!(after.finished_at, None);
     assert_eq!(after, before, "the row is untouched");
     assert!(
-        list_job_attempts(&pool, claimed.id)
+        list_job_attempts(&pool, claimed.id, TenantScope::Admin)
             .await
             .unwrap()
             .is_empty(),
@@ -261,7 +268,9 @@ async fn retryable_failure_puts_the_job_back_to_pending_with_a_recorded_attempt(
         record.last_error_message.as_deref(),
         Some("503 from upstream")
     );
-    let attempts = list_job_attempts(&pool, claimed.id).await.unwrap();
+    let attempts = list_job_attempts(&pool, claimed.id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts[0].outcome, JobAttemptOutcome::Failed);
     assert_eq!(attempts[0].failure_kind, Some(JobFailureKind::Retryable));
     assert_eq!(attempts[0].error_code.as_deref(), Some("upstream.down"));
@@ -269,7 +278,9 @@ async fn retryable_failure_puts_the_job_back_to_pending_with_a_recorded_attempt(
         attempts[0].error_message.as_deref(),
         Some("503 from upstream")
     );
-    let events = list_job_events(&pool, claimed.id).await.unwrap();
+    let events = list_job_events(&pool, claimed.id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].event_type, JobEventType::RetryScheduled);
     assert_eq!(events[0].attempt, Some(1));
@@ -420,7 +431,9 @@ async fn terminal_failure_dead_letters_at_once_keeping_payload_and_error(pool: P
     assert_eq!(dead[0].failure_kind, JobFailureKind::Terminal);
     assert_eq!(dead[0].error_code.as_deref(), Some("email.invalid_address"));
     assert_eq!(dead[0].error_message.as_deref(), Some("no such mailbox"));
-    let attempts = list_job_attempts(&pool, job_id).await.unwrap();
+    let attempts = list_job_attempts(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts[0].failure_kind, Some(JobFailureKind::Terminal));
     assert_eq!(
         event_types(&pool, job_id).await,
@@ -470,7 +483,9 @@ async fn a_timed_out_attempt_is_retried(pool: PgPool) {
 
     retry_at(disposition);
     assert_eq!(job(&pool, job_id).await.status, JobStatus::Pending);
-    let attempts = list_job_attempts(&pool, job_id).await.unwrap();
+    let attempts = list_job_attempts(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts[0].failure_kind, Some(JobFailureKind::Timeout));
     assert_eq!(count_rows(&pool, "job_dead_letters", job_id).await, 0);
 }
@@ -508,7 +523,9 @@ async fn retryable_failures_dead_letter_the_job_after_max_attempts(pool: PgPool)
     let record = job(&pool, job_id).await;
     assert_eq!(record.status, JobStatus::DeadLettered);
     assert_eq!(record.attempts_used, 3);
-    let attempts = list_job_attempts(&pool, job_id).await.unwrap();
+    let attempts = list_job_attempts(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts.len(), 3);
     assert!(
         attempts
@@ -557,7 +574,9 @@ async fn a_failure_message_longer_than_4000_characters_is_truncated(pool: PgPool
         record.last_error_message.as_deref(),
         Some(expected.as_str())
     );
-    let attempts = list_job_attempts(&pool, job_id).await.unwrap();
+    let attempts = list_job_attempts(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(
         attempts[0].error_message.as_deref(),
         Some(expected.as_str())

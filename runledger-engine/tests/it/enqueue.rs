@@ -8,8 +8,8 @@ use chrono::Utc;
 use runledger_engine::core::jobs::{JobId, JobStatus};
 use runledger_engine::postgres::ErrorCategory;
 use runledger_engine::postgres::jobs::{
-    JOB_QUEUE_CHANNEL, JobDefinitionUpsert, JobEnqueue, enqueue_job, enqueue_jobs, get_job_by_id,
-    upsert_job_definition,
+    JOB_QUEUE_CHANNEL, JobDefinitionUpsert, JobEnqueue, TenantScope, enqueue_job, enqueue_jobs,
+    get_job_by_id, upsert_job_definition,
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -451,7 +451,12 @@ async fn enqueue_inside_a_rolled_back_transaction_leaves_no_job(pool: PgPool) {
     assert!(claim(&pool, WORKER, 10).await.is_empty());
     tx.rollback().await.unwrap();
 
-    assert_eq!(get_job_by_id(&pool, enqueued.id).await.unwrap(), None);
+    assert_eq!(
+        get_job_by_id(&pool, enqueued.id, TenantScope::Admin)
+            .await
+            .unwrap(),
+        None
+    );
     assert_eq!(count_jobs(&pool).await, 0);
 }
 

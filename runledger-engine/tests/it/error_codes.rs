@@ -3,7 +3,8 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-const PREFIXES: [&str; 14] = [
+const PREFIXES: [&str; 15] = [
+    "testing.",
     "connection.",
     "job.",
     "job_definition.",

@@ -6,9 +6,9 @@ use runledger_engine::core::jobs::{
     JobAttemptOutcome, JobEventType, JobFailureKind, JobId, JobStatus,
 };
 use runledger_engine::postgres::jobs::{
-    ClaimRequest, DeadLetterListFilter, JobEnqueue, JobListFilter, cancel_job, claim_jobs,
-    complete_job_success, enqueue_job, get_job_by_id, list_dead_letters, list_job_attempts,
-    list_job_events, list_jobs, requeue_job,
+    ClaimRequest, DeadLetterListFilter, JobEnqueue, JobListFilter, TenantScope, cancel_job,
+    claim_jobs, complete_job_success, enqueue_job, get_job_by_id, list_dead_letters,
+    list_job_attempts, list_job_events, list_jobs, requeue_job,
 };
 use serde_json::json;
 use sqlx::PgPool;
@@ -46,7 +46,7 @@ async fn get_job_by_id_returns_the_stored_job(pool: PgPool) {
     .await
     .unwrap();
 
-    let record = get_job_by_id(&pool, enqueued.id)
+    let record = get_job_by_id(&pool, enqueued.id, TenantScope::Admin)
         .await
         .unwrap()
         .expect("job exists");
@@ -68,7 +68,9 @@ async fn get_job_by_id_returns_the_stored_job(pool: PgPool) {
 async fn get_job_by_id_of_an_unknown_id_is_none(pool: PgPool) {
     one_job(&pool).await;
 
-    let record = get_job_by_id(&pool, JobId::new_v7()).await.unwrap();
+    let record = get_job_by_id(&pool, JobId::new_v7(), TenantScope::Admin)
+        .await
+        .unwrap();
 
     assert_eq!(record, None);
 }
@@ -231,7 +233,9 @@ async fn list_job_attempts_returns_every_attempt_in_order(pool: PgPool) {
         .await
         .unwrap();
 
-    let attempts = list_job_attempts(&pool, job_id).await.unwrap();
+    let attempts = list_job_attempts(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
 
     assert_eq!(
         attempts.iter().map(|a| a.attempt).collect::<Vec<_>>(),
@@ -261,7 +265,7 @@ async fn list_job_attempts_returns_every_attempt_in_order(pool: PgPool) {
             .all(|w| w[0].leased_at <= w[1].leased_at)
     );
     assert!(
-        list_job_attempts(&pool, JobId::new_v7())
+        list_job_attempts(&pool, JobId::new_v7(), TenantScope::Admin)
             .await
             .unwrap()
             .is_empty()
@@ -285,10 +289,14 @@ async fn list_job_events_returns_the_history_in_order(pool: PgPool) {
         fail_retryable(&pool, &claimed).await;
         make_due(&pool, job_id).await;
     }
-    requeue_job(&pool, job_id).await.unwrap();
-    cancel_job(&pool, job_id).await.unwrap();
+    requeue_job(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
+    cancel_job(&pool, job_id, TenantScope::Admin).await.unwrap();
 
-    let events = list_job_events(&pool, job_id).await.unwrap();
+    let events = list_job_events(&pool, job_id, TenantScope::Admin)
+        .await
+        .unwrap();
 
     assert_eq!(
         events.iter().map(|e| e.event_type).collect::<Vec<_>>(),

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use runledger_engine::core::jobs::{JobCompletion, JobFailure, JobStatus};
-use runledger_engine::postgres::jobs::{get_job_by_id, list_job_attempts};
+use runledger_engine::postgres::jobs::{TenantScope, get_job_by_id, list_job_attempts};
 use runledger_engine::runtime::catalog::JobCatalog;
 use runledger_engine::runtime::observer::{
     JobFailedEvent, JobLifecycleObserver, JobRunningEvent, JobSucceededEvent,
@@ -44,10 +44,15 @@ async fn supervisor_runs_a_job_to_success_and_stores_its_output(pool: PgPool) {
     wait_for_status(&pool, "SUCCEEDED", 1, WAIT).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
-    let record = get_job_by_id(&pool, job).await.unwrap().unwrap();
+    let record = get_job_by_id(&pool, job, TenantScope::Admin)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.status, JobStatus::Succeeded);
     assert_eq!(record.output, Some(json!({"doubled": 42})));
-    let attempts = list_job_attempts(&pool, job).await.unwrap();
+    let attempts = list_job_attempts(&pool, job, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].worker_id, "w-success");
 }
@@ -89,7 +94,9 @@ async fn retryable_failure_is_retried_then_succeeds(pool: PgPool) {
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
     assert_eq!(calls.load(Ordering::SeqCst), 3);
-    let attempts = list_job_attempts(&pool, job).await.unwrap();
+    let attempts = list_job_attempts(&pool, job, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts.len(), 3);
     assert_eq!(attempts[0].error_code.as_deref(), Some("flaky.again"));
 }
@@ -120,7 +127,10 @@ async fn job_failing_every_attempt_is_dead_lettered_after_max_attempts(pool: PgP
     wait_for_status(&pool, "DEAD_LETTERED", 1, WAIT).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
-    let record = get_job_by_id(&pool, job).await.unwrap().unwrap();
+    let record = get_job_by_id(&pool, job, TenantScope::Admin)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.attempts_used, 2);
     assert_eq!(record.payload, json!({"keep": "me"}));
 }
@@ -151,7 +161,9 @@ async fn handler_exceeding_its_timeout_fails_with_timeout_and_is_retried(pool: P
     wait_for_status(&pool, "SUCCEEDED", 1, WAIT).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
-    let attempts = list_job_attempts(&pool, job).await.unwrap();
+    let attempts = list_job_attempts(&pool, job, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(attempts.len(), 2);
     assert_eq!(
         attempts[0].failure_kind,
@@ -186,7 +198,9 @@ async fn panicking_job_is_dead_lettered_and_other_jobs_still_run(pool: PgPool) {
     wait_for_status(&pool, "DEAD_LETTERED", 1, WAIT).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
-    let attempts = list_job_attempts(&pool, bad).await.unwrap();
+    let attempts = list_job_attempts(&pool, bad, TenantScope::Admin)
+        .await
+        .unwrap();
     assert_eq!(
         attempts[0].failure_kind,
         Some(runledger_engine::core::jobs::JobFailureKind::Panicked)
@@ -547,7 +561,10 @@ async fn a_lost_lease_stops_the_handler_and_is_reported(pool: PgPool) {
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
     assert_eq!(*lost.0.lock().unwrap(), vec![job]);
-    let record = get_job_by_id(&pool, job).await.unwrap().unwrap();
+    let record = get_job_by_id(&pool, job, TenantScope::Admin)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         record.worker_id.as_deref(),
         Some("thief"),
@@ -571,7 +588,10 @@ async fn worker_claims_only_the_job_types_it_has_handlers_for(pool: PgPool) {
     wait_for_status(&pool, "SUCCEEDED", 5, WAIT).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
-    let record = get_job_by_id(&pool, foreign).await.unwrap().unwrap();
+    let record = get_job_by_id(&pool, foreign, TenantScope::Admin)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.status, JobStatus::Pending);
     assert_eq!(record.attempt, 0);
 }

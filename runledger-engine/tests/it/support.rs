@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use runledger_engine::core::jobs::JobId;
 use runledger_engine::postgres::jobs::{
-    ClaimRequest, ClaimedJob, JobDefinition, JobDefinitionUpsert, JobEnqueue, claim_jobs,
-    enqueue_job, upsert_job_definition,
+    ClaimRequest, ClaimedJob, JobDefinition, JobDefinitionUpsert, JobEnqueue, TenantScope,
+    claim_jobs, enqueue_job, upsert_job_definition,
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -198,7 +198,7 @@ pub(crate) async fn job(
     pool: &PgPool,
     job_id: JobId,
 ) -> runledger_engine::postgres::jobs::JobRecord {
-    runledger_engine::postgres::jobs::get_job_by_id(pool, job_id)
+    runledger_engine::postgres::jobs::get_job_by_id(pool, job_id, TenantScope::Admin)
         .await
         .unwrap()
         .expect("job exists")
@@ -246,7 +246,7 @@ pub(crate) async fn event_types(
     pool: &PgPool,
     job_id: JobId,
 ) -> Vec<runledger_engine::core::jobs::JobEventType> {
-    runledger_engine::postgres::jobs::list_job_events(pool, job_id)
+    runledger_engine::postgres::jobs::list_job_events(pool, job_id, TenantScope::Admin)
         .await
         .unwrap()
         .into_iter()

@@ -10,7 +10,7 @@ use runledger_engine::core::jobs::{
     WorkflowStepStatus,
 };
 use runledger_engine::postgres::jobs::{
-    CompleteExternalWorkflowStepInput, ExternalStepCompletion, WorkflowRunHandle,
+    CompleteExternalWorkflowStepInput, ExternalStepCompletion, TenantScope, WorkflowRunHandle,
     WorkflowRunHandleScope, WorkflowRunWaitOptions, cancel_workflow_run,
     complete_external_workflow_step, enqueue_workflow_run, enqueue_workflow_run_handle,
     get_workflow_run, list_workflow_steps,
@@ -51,7 +51,7 @@ async fn wait_for_run(pool: &PgPool, run: WorkflowRunId, status: WorkflowRunStat
 }
 
 async fn step_statuses(pool: &PgPool, run: WorkflowRunId) -> Vec<(String, WorkflowStepStatus)> {
-    let mut steps: Vec<_> = list_workflow_steps(pool, run)
+    let mut steps: Vec<_> = list_workflow_steps(pool, run, TenantScope::Admin)
         .await
         .unwrap()
         .into_iter()
@@ -182,7 +182,9 @@ async fn failed_after_success_prerequisite_cancels_the_dependent_but_siblings_ru
     wait_for_run(&pool, enqueued.id, WorkflowRunStatus::CompletedWithErrors).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
-    let steps = list_workflow_steps(&pool, enqueued.id).await.unwrap();
+    let steps = list_workflow_steps(&pool, enqueued.id, TenantScope::Admin)
+        .await
+        .unwrap();
     let find = |key: &str| steps.iter().find(|s| s.step_key == key).unwrap();
     assert_eq!(find("b").status, WorkflowStepStatus::Failed);
     assert_eq!(
@@ -673,7 +675,9 @@ async fn a_step_reading_a_step_that_is_not_its_prerequisite_gets_a_code(pool: Pg
     let enqueued = enqueue_workflow_run(&pool, &run).await.unwrap();
     wait_for_run(&pool, enqueued.id, WorkflowRunStatus::CompletedWithErrors).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
-    let steps = list_workflow_steps(&pool, enqueued.id).await.unwrap();
+    let steps = list_workflow_steps(&pool, enqueued.id, TenantScope::Admin)
+        .await
+        .unwrap();
     let b = steps.iter().find(|s| s.step_key == "b").unwrap();
     assert_eq!(b.status, WorkflowStepStatus::Failed);
     assert_eq!(
@@ -745,7 +749,9 @@ async fn steps_appended_while_a_gate_waits_run_and_an_identical_retry_is_a_no_op
     wait_for_run(&pool, run.id, WorkflowRunStatus::Succeeded).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 
-    let steps = list_workflow_steps(&pool, run.id).await.unwrap();
+    let steps = list_workflow_steps(&pool, run.id, TenantScope::Admin)
+        .await
+        .unwrap();
     let after = steps.iter().find(|s| s.step_key == "after-gate").unwrap();
     assert_eq!(
         after.output,

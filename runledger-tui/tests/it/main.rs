@@ -184,3 +184,33 @@ fn binary_refuses_bad_flags_with_usage() {
         "{stderr}"
     );
 }
+
+/// The dashboard against an unreachable database: no seeding needed to reach a drawn screen.
+const UNREACHABLE: [&str; 3] = [
+    "--database-url",
+    "postgres://postgres@127.0.0.1:1/nowhere",
+    "--skip-schema-check",
+];
+
+#[test]
+fn binary_exits_when_its_terminal_hangs_up() {
+    for _ in 0..3 {
+        let out = drive(
+            &UNREACHABLE,
+            &json!([["wait", "reconnecting, try"], ["hangup"]]),
+        );
+        assert!(out.contains("EXIT: 0"), "{out}");
+    }
+}
+
+#[test]
+fn binary_quits_cleanly_on_sigterm_and_sighup() {
+    for signal in ["TERM", "HUP"] {
+        let out = drive(
+            &UNREACHABLE,
+            &json!([["wait", "reconnecting, try"], ["signal", signal]]),
+        );
+        assert!(out.contains("EXIT: 0"), "SIG{signal}: {out}");
+        assert!(out.contains("RESTORED: True"), "SIG{signal}: {out}");
+    }
+}

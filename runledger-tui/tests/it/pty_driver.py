@@ -3,7 +3,9 @@
 
 usage: pty_driver.py <binary> <steps.json> [args...]
 
-The steps are a JSON list of ["wait", text], ["key", text] or ["quit"]. Output is fed to a
+The steps are a JSON list of ["wait", text], ["key", text], ["quit"], ["signal", "TERM" or
+"HUP"] (send the signal, wait for the exit) or ["hangup"] (close the terminal as a killed tmux
+session or a closed window does, wait for the exit). Output is fed to a
 small VT100 screen model (cursor moves, clears, text; colours ignored) so that "wait" looks
 for text on the screen as a user would see it, not in the raw byte stream. Every wait has a
 deadline; on failure the screen is printed and the exit status is 1.
@@ -14,6 +16,7 @@ import json
 import os
 import re
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -137,8 +140,31 @@ def main():
         proc.kill()
         sys.exit(1)
 
+    def wait_exit(what):
+        deadline = time.monotonic() + DEADLINE
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                fail("did not exit after " + what)
+            if master is None:
+                time.sleep(0.05)
+            else:
+                pump(0.1)
+        if master is not None:
+            while pump(0.05):
+                if not select.select([master], [], [], 0)[0]:
+                    break
+        print("EXIT: %d" % proc.returncode)
+
     for step in steps:
-        if step[0] == "wait":
+        if step[0] == "hangup":
+            os.close(master)
+            master = None
+            wait_exit("the terminal hung up")
+        elif step[0] == "signal":
+            proc.send_signal(getattr(signal, "SIG" + step[1]))
+            wait_exit("SIG" + step[1])
+            print("RESTORED: %s" % ("\x1b[?1049l" in screen.raw and "\x1b[?25h" in screen.raw))
+        elif step[0] == "wait":
             deadline = time.monotonic() + DEADLINE
             while step[1] not in screen.text():
                 if time.monotonic() > deadline:

@@ -12,8 +12,9 @@ use crate::engine::postgres::{check_connection, migrate};
 /// unreachable.
 const SERVER_CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// A database created for one test, with Runledger's schema applied, dropped when the value is
-/// dropped (or by [`close`](Self::close)).
+/// A database created for one test, with Runledger's schema applied and the definitions of the
+/// binary's `#[job]`s and `#[schedule]`s synced, dropped when the value is dropped (or by
+/// [`close`](Self::close)).
 ///
 /// The server is the one `DATABASE_URL` names (its database part is only used to connect; the
 /// role must be allowed to create databases). With the `testcontainers` feature, when
@@ -57,7 +58,18 @@ struct Server {
 impl TestDatabase {
     /// Creates a database named `runledger_test_<uuid>` and applies the migrations.
     pub async fn new() -> Result<Self, TestingError> {
-        let server = Server::find().await?;
+        Self::on(Server::find().await?).await
+    }
+
+    /// Like [`new`](Self::new), but always in the shared PostgreSQL container, whatever
+    /// `DATABASE_URL` says (feature `testcontainers`; needs a Docker engine).
+    #[cfg(feature = "testcontainers")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "testcontainers")))]
+    pub async fn in_container() -> Result<Self, TestingError> {
+        Self::on(Server::container("a container was asked for".to_owned()).await?).await
+    }
+
+    async fn on(server: Server) -> Result<Self, TestingError> {
         let name = format!("runledger_test_{}", uuid::Uuid::now_v7().simple());
         let mut admin = PgConnection::connect_with(&server.options)
             .await
@@ -79,6 +91,7 @@ impl TestDatabase {
         migrate(&database.pool)
             .await
             .map_err(|e| TestingError::Runledger(e.into()))?;
+        super::prepare(&database.pool).await?;
         Ok(database)
     }
 
@@ -171,6 +184,11 @@ impl Server {
 
     #[cfg(feature = "testcontainers")]
     async fn without_database_url(reason: String) -> Result<Self, TestingError> {
+        Self::container(reason).await
+    }
+
+    #[cfg(feature = "testcontainers")]
+    async fn container(reason: String) -> Result<Self, TestingError> {
         let container = super::container::SharedContainer::get()
             .await
             .map_err(|err| {

@@ -14,7 +14,7 @@ use crate::engine::runtime::worker::{
     PassOutcome, PassedJob, Worker as EngineWorker, WorkerConfig,
 };
 use crate::engine::runtime::{JobFailureDisposition, config::JobsConfig};
-use crate::{Error, Job, Worker};
+use crate::{Error, Job, SchemaMode, Worker};
 
 /// The most passes [`drain`] runs by default before it reports that work never settles.
 pub const DEFAULT_MAX_PASSES: usize = 1_000;
@@ -188,6 +188,25 @@ impl DrainReport {
     fn count(&self, wanted: impl Fn(&DrainOutcome) -> bool) -> usize {
         self.runs.iter().filter(|run| wanted(&run.outcome)).count()
     }
+}
+
+/// Syncs the definitions and schedules of everything registered in this binary (`#[job]`,
+/// `#[schedule]`), as a worker does when it starts, so that enqueueing works in a test that
+/// starts no worker. [`TestDatabase::new`](super::TestDatabase::new) does it already; call it on
+/// the pool `#[sqlx::test]` gives.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::testing::TestingError> {
+/// runledger::testing::prepare(&pool).await?;
+/// # Ok(()) }
+/// ```
+pub async fn prepare(pool: &PgPool) -> Result<(), TestingError> {
+    Worker::builder(pool)
+        .schema(SchemaMode::Skip)
+        .build()?
+        .prepare()
+        .await?;
+    Ok(())
 }
 
 /// Runs every due job and workflow step of the jobs registered in this binary (`#[job]`), in

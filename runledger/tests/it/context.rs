@@ -6,7 +6,7 @@ use std::sync::{Mutex, OnceLock};
 
 use runledger::JobProgressUpdate;
 use runledger::engine::core::jobs::JobId;
-use runledger::engine::postgres::jobs::get_job_by_id;
+use runledger::engine::postgres::jobs::{TenantScope, get_job_by_id};
 use runledger::prelude::*;
 use sqlx::PgPool;
 use tokio::sync::Notify;
@@ -59,7 +59,10 @@ async fn a_handler_whose_data_was_not_given_dead_letters_with_data_missing(pool:
     })
     .await;
     assert_eq!(state.1.as_deref(), Some("job.data_missing"));
-    let record = get_job_by_id(&pool, job.id()).await.unwrap().unwrap();
+    let record = get_job_by_id(&pool, job.id(), TenantScope::Admin)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(
         record
             .last_error_message
@@ -138,7 +141,10 @@ async fn progress_reported_by_a_running_handler_is_stored_on_the_job_row(pool: P
         .unwrap();
     let job = Import { rows: 10 }.enqueue(&pool).await.unwrap();
     let record = eventually("the progress to be stored", || async {
-        let record = get_job_by_id(&pool, job.id()).await.unwrap().unwrap();
+        let record = get_job_by_id(&pool, job.id(), TenantScope::Admin)
+            .await
+            .unwrap()
+            .unwrap();
         record.progress.is_some().then_some(record)
     })
     .await;
@@ -163,7 +169,7 @@ async fn draining_through_a_worker_gives_handlers_its_data(pool: PgPool) {
         })
         .build()
         .unwrap();
-    crate::support::prepare(&pool).await;
+    runledger::testing::prepare(&pool).await.unwrap();
     let job = Greet { name: "bob".into() }.enqueue(&pool).await.unwrap();
     let report = drain_worker(&worker, DrainOptions::new()).await.unwrap();
     assert_eq!(report.succeeded(), 1);

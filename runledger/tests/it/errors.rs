@@ -1,10 +1,11 @@
-//! The error types handlers return in practice, run by a worker: each is a retryable failure
-//! with the error's text. (The compile-time side, and what does not convert, is in ui-tests.)
+//! The error types handlers return in practice, each a retryable failure with the error's
+//! text. (The compile-time side, and what does not convert, is in ui-tests.)
+
+use std::time::Duration;
 
 use runledger::prelude::*;
+use runledger::testing::{DrainOptions, drain_with, prepare};
 use sqlx::PgPool;
-
-use crate::support::{eventually, start_worker};
 
 #[job(name = "it.errors.boxed", max_attempts = 1)]
 async fn boxed() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -31,50 +32,46 @@ async fn retried(ctx: JobContext) -> Result<u32, String> {
     Ok(ctx.attempt() as u32)
 }
 
-/// The last attempt's (failure kind, code, message) once the job is dead-lettered.
-async fn last_failure(
+/// The (failure kind, code, message) of the job's first attempt.
+async fn first_failure(
     pool: &PgPool,
     id: runledger::engine::core::jobs::JobId,
 ) -> (String, String, String) {
-    eventually("the job to be dead-lettered", || async {
-        sqlx::query_as::<_, (String, String, String)>(
-            "SELECT a.failure_kind, a.error_code, a.error_message
-             FROM runledger.job_attempts a JOIN runledger.job_queue q ON q.id = a.job_id
-             WHERE a.job_id = $1 AND q.status = 'DEAD_LETTERED'",
-        )
-        .bind(id.0)
-        .fetch_optional(pool)
-        .await
-        .unwrap()
-    })
+    sqlx::query_as::<_, (String, String, String)>(
+        "SELECT failure_kind, error_code, error_message FROM runledger.job_attempts
+         WHERE job_id = $1 ORDER BY attempt LIMIT 1",
+    )
+    .bind(id.0)
+    .fetch_one(pool)
     .await
+    .unwrap()
 }
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn boxed_errors_strings_and_result_aliases_fail_retryably_with_their_text(pool: PgPool) {
-    let worker = start_worker(&pool).await;
+    prepare(&pool).await.unwrap();
     let boxed = Boxed {}.enqueue(&pool).await.unwrap();
     let text = Text { quota: 10 }.enqueue(&pool).await.unwrap();
     let alias = Alias {}.enqueue(&pool).await.unwrap();
     let retried = Retried {}.enqueue(&pool).await.unwrap();
 
+    // Retryable: the second attempt runs once its backoff is skipped, and succeeds.
+    let hour = Duration::from_secs(3_600);
+    let report = drain_with(&pool, DrainOptions::new().include_delayed_for(hour))
+        .await
+        .unwrap();
+    assert_eq!((report.dead_lettered(), report.retried()), (3, 1));
     for (id, message) in [
         (boxed.id(), "upstream timed out"),
         (text.id(), "quota of 10 exceeded"),
         (alias.id(), "disk full"),
     ] {
-        let (kind, code, stored) = last_failure(&pool, id).await;
+        let (kind, code, stored) = first_failure(&pool, id).await;
         assert_eq!(kind, "RETRYABLE", "{message}");
         assert_eq!(code, "job.handler_error");
         assert_eq!(stored, message);
     }
-    // Retryable: the second attempt runs and succeeds.
-    let output = eventually("the retried job to succeed", || async {
-        retried.output(&pool).await.unwrap()
-    })
-    .await;
-    assert_eq!(output, 2);
-    worker.shutdown().await.unwrap();
+    assert_eq!(retried.output(&pool).await.unwrap(), Some(2));
 }
 
 #[cfg(feature = "anyhow")]
@@ -89,13 +86,22 @@ async fn with_anyhow() -> anyhow::Result<u32> {
 #[cfg(feature = "anyhow")]
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn anyhow_errors_fail_retryably_with_their_context_chain(pool: PgPool) {
-    let worker = start_worker(&pool).await;
+    use runledger::testing::{DrainOutcome, drain};
+
+    prepare(&pool).await.unwrap();
     let job = WithAnyhow {}.enqueue(&pool).await.unwrap();
-    let (kind, code, message) = last_failure(&pool, job.id()).await;
-    assert_eq!(
-        (kind.as_str(), code.as_str()),
-        ("RETRYABLE", "job.handler_error")
+    let report = drain(&pool).await.unwrap();
+    let runs = report.runs_of::<WithAnyhow>();
+    let [run] = runs.as_slice() else {
+        panic!("one run expected: {runs:?}");
+    };
+    assert!(
+        matches!(&run.outcome, DrainOutcome::DeadLettered { code, message, .. }
+            if code == "job.handler_error"
+                && message == "reading the count: invalid digit found in string"),
+        "{:?}",
+        run.outcome
     );
-    assert_eq!(message, "reading the count: invalid digit found in string");
-    worker.shutdown().await.unwrap();
+    let (kind, ..) = first_failure(&pool, job.id()).await;
+    assert_eq!(kind, "RETRYABLE", "the last attempt of a retryable failure");
 }

@@ -4,12 +4,10 @@
 use std::time::Duration;
 
 use runledger::engine::core::jobs::{WorkflowRunStatus, WorkflowStepStatus};
-use runledger::engine::postgres::jobs::list_workflow_steps;
+use runledger::engine::postgres::jobs::{TenantScope, list_workflow_steps};
 use runledger::prelude::*;
-use runledger::testing::{DrainOptions, drain, drain_with};
+use runledger::testing::{DrainOptions, drain, drain_with, prepare};
 use sqlx::PgPool;
-
-use crate::support::prepare;
 
 #[job(name = "it.fan.square")]
 async fn square(n: u64) -> Result<u64, JobError> {
@@ -71,7 +69,7 @@ fn wait() -> Wait {
 async fn a_step_fans_out_to_100_children_and_a_later_step_reads_their_outputs_in_order(
     pool: PgPool,
 ) {
-    prepare(&pool).await;
+    prepare(&pool).await.unwrap();
     let run = squares(0, 100).enqueue(&pool).await.unwrap();
     drain_with(
         &pool,
@@ -82,7 +80,9 @@ async fn a_step_fans_out_to_100_children_and_a_later_step_reads_their_outputs_in
 
     let collected = run.result(&pool, wait()).await.unwrap();
     assert_eq!(collected, (0..100).map(|n| n * n).collect::<Vec<u64>>());
-    let steps = list_workflow_steps(&pool, run.id()).await.unwrap();
+    let steps = list_workflow_steps(&pool, run.id(), TenantScope::Admin)
+        .await
+        .unwrap();
     let children: Vec<_> = steps
         .iter()
         .filter(|s| s.step_key.starts_with("pages/") && s.step_key != "pages/join")
@@ -105,7 +105,7 @@ async fn a_step_fans_out_to_100_children_and_a_later_step_reads_their_outputs_in
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn an_empty_fan_out_gives_an_empty_vec(pool: PgPool) {
-    prepare(&pool).await;
+    prepare(&pool).await.unwrap();
     let run = squares(0, 0).enqueue(&pool).await.unwrap();
     drain_with(
         &pool,
@@ -118,7 +118,7 @@ async fn an_empty_fan_out_gives_an_empty_vec(pool: PgPool) {
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn a_child_that_fails_fails_the_fan_out_and_cancels_its_after_dependents(pool: PgPool) {
-    prepare(&pool).await;
+    prepare(&pool).await.unwrap();
     let run = squares(998, 4).enqueue(&pool).await.unwrap();
     drain_with(
         &pool,
@@ -131,7 +131,9 @@ async fn a_child_that_fails_fails_the_fan_out_and_cancels_its_after_dependents(p
         run.status(&pool).await.unwrap(),
         WorkflowRunStatus::CompletedWithErrors
     );
-    let steps = list_workflow_steps(&pool, run.id()).await.unwrap();
+    let steps = list_workflow_steps(&pool, run.id(), TenantScope::Admin)
+        .await
+        .unwrap();
     let step = |key: &str| steps.iter().find(|s| s.step_key == key).unwrap();
     assert_eq!(step("pages/2").status, WorkflowStepStatus::Failed);
     assert_eq!(step("pages").status, WorkflowStepStatus::Failed);
@@ -152,14 +154,15 @@ async fn lonely(ctx: JobContext) -> Result<usize, JobError> {
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn fanning_out_outside_a_workflow_fails_terminally(pool: PgPool) {
-    prepare(&pool).await;
+    prepare(&pool).await.unwrap();
     let job = Lonely {}.enqueue(&pool).await.unwrap();
     let report = drain(&pool).await.unwrap();
     assert_eq!(report.dead_lettered(), 1);
-    let record = runledger::engine::postgres::jobs::get_job_by_id(&pool, job.id())
-        .await
-        .unwrap()
-        .unwrap();
+    let record =
+        runledger::engine::postgres::jobs::get_job_by_id(&pool, job.id(), TenantScope::Admin)
+            .await
+            .unwrap()
+            .unwrap();
     assert_eq!(
         record.last_error_code.as_deref(),
         Some("workflow.not_a_workflow_step")

@@ -4,7 +4,7 @@ use runledger::prelude::*;
 use sqlx::PgPool;
 
 use crate::jobs::{Add, Summarize};
-use crate::support::prepare;
+use runledger::testing::prepare;
 
 #[job(name = "it.handles.tally")]
 async fn tally(n: u32) -> Result<u32, JobError> {
@@ -27,10 +27,10 @@ struct Other {
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn a_job_handle_of_another_job_type_fails_with_type_mismatch(pool: PgPool) {
-    prepare(&pool).await;
+    prepare(&pool).await.unwrap();
     let add = Add { a: 1, b: 2 }.enqueue(&pool).await.unwrap();
 
-    let wrong = runledger::JobHandle::<Summarize>::from_id(add.id());
+    let wrong = runledger::JobHandle::<Summarize>::from_id(add.id(), None);
     let err = wrong.status(&pool).await.unwrap_err();
     assert_eq!(err.code(), "job.type_mismatch");
     assert!(err.to_string().contains("`it.add`"), "{err}");
@@ -39,7 +39,7 @@ async fn a_job_handle_of_another_job_type_fails_with_type_mismatch(pool: PgPool)
         "job.type_mismatch"
     );
 
-    let right = runledger::JobHandle::<Add>::from_id(add.id());
+    let right = runledger::JobHandle::<Add>::from_id(add.id(), None);
     assert_eq!(right.status(&pool).await.unwrap().as_str(), "PENDING");
 }
 
@@ -47,7 +47,7 @@ async fn a_job_handle_of_another_job_type_fails_with_type_mismatch(pool: PgPool)
 async fn a_workflow_handle_of_another_workflow_fails_with_type_mismatch_and_changes_nothing(
     pool: PgPool,
 ) {
-    prepare(&pool).await;
+    prepare(&pool).await.unwrap();
     let other = Other {
         approval: External::new(),
         tally: Tally { n: 1 },

@@ -4,12 +4,14 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use runledger::engine::postgres::jobs::{JobEnqueue, enqueue_job};
+use runledger::engine::postgres::jobs::{JobEnqueue, TenantScope, enqueue_job};
 use runledger::prelude::*;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
-use crate::support::{eventually, job_state, prepare, start_worker};
+use runledger::testing::{DrainOptions, drain, drain_with, prepare};
+
+use crate::support::{eventually, job_state, start_worker};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Summary {
@@ -58,13 +60,14 @@ async fn flaky(ctx: JobContext) -> Result<u32, Upstream> {
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn typed_job_enqueued_in_a_rolled_back_transaction_leaves_nothing(pool: PgPool) {
-    prepare(&pool).await;
+    prepare(&pool).await.unwrap();
     let mut tx = pool.begin().await.unwrap();
     let job = Add { a: 1, b: 2 }.enqueue(&mut *tx).await.unwrap();
     tx.rollback().await.unwrap();
-    let found = runledger::engine::postgres::jobs::get_job_by_id(&pool, job.id())
-        .await
-        .unwrap();
+    let found =
+        runledger::engine::postgres::jobs::get_job_by_id(&pool, job.id(), TenantScope::Admin)
+            .await
+            .unwrap();
     assert!(found.is_none(), "the rolled-back job must not exist");
     let count: i64 = sqlx::query_scalar("SELECT count(*) FROM runledger.job_queue")
         .fetch_one(&pool)
@@ -80,32 +83,29 @@ async fn typed_job_enqueued_in_a_rolled_back_transaction_leaves_nothing(pool: Pg
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn typed_outputs_are_stored_and_read_back_typed(pool: PgPool) {
-    let worker = start_worker(&pool).await;
+    prepare(&pool).await.unwrap();
     let job = Summarize {
         text: "durable jobs on postgres".into(),
     }
     .enqueue(&pool)
     .await
     .unwrap();
-    let summary = eventually("the summary", || async { job.output(&pool).await.unwrap() }).await;
+    let sum = Add { a: 40, b: 2 }.enqueue(&pool).await.unwrap();
+    assert_eq!(job.output(&pool).await.unwrap(), None, "not run yet");
+    assert_eq!(drain(&pool).await.unwrap().succeeded(), 2);
     assert_eq!(
-        summary,
+        job.output(&pool).await.unwrap().unwrap(),
         Summary {
             words: 4,
             longest: "postgres".into()
         }
     );
-    let sum = Add { a: 40, b: 2 }.enqueue(&pool).await.unwrap();
-    assert_eq!(
-        eventually("the sum", || async { sum.output(&pool).await.unwrap() }).await,
-        42
-    );
-    worker.shutdown().await.unwrap();
+    assert_eq!(sum.output(&pool).await.unwrap(), Some(42));
 }
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn job_attribute_values_become_the_definition(pool: PgPool) {
-    prepare(&pool).await;
+    prepare(&pool).await.unwrap();
     let definition = runledger::engine::postgres::jobs::get_job_definition(&pool, "it.summarize")
         .await
         .unwrap()
@@ -117,7 +117,7 @@ async fn job_attribute_values_become_the_definition(pool: PgPool) {
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn enqueue_options_and_batches(pool: PgPool) {
-    prepare(&pool).await;
+    prepare(&pool).await.unwrap();
     let org = uuid::Uuid::now_v7();
     let options = EnqueueOptions::new()
         .idempotency_key("add:1")
@@ -140,10 +140,11 @@ async fn enqueue_options_and_batches(pool: PgPool) {
         .unwrap_err();
     assert_eq!(conflict.code(), "job.idempotency_conflict");
 
-    let record = runledger::engine::postgres::jobs::get_job_by_id(&pool, first.id())
-        .await
-        .unwrap()
-        .unwrap();
+    let record =
+        runledger::engine::postgres::jobs::get_job_by_id(&pool, first.id(), TenantScope::Admin)
+            .await
+            .unwrap()
+            .unwrap();
     assert_eq!(record.priority, 9);
     assert_eq!(record.organization_id, Some(org));
     assert!(record.next_run_at > chrono::Utc::now() + chrono::Duration::minutes(59));
@@ -162,7 +163,7 @@ async fn enqueue_options_and_batches(pool: PgPool) {
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn job_errors_retry_or_dead_letter_with_their_codes(pool: PgPool) {
-    let worker = start_worker(&pool).await;
+    prepare(&pool).await.unwrap();
     let refused = Refuse {
         reason: "no such mailbox".into(),
     }
@@ -170,11 +171,19 @@ async fn job_errors_retry_or_dead_letter_with_their_codes(pool: PgPool) {
     .await
     .unwrap();
     let flaky = Flaky {}.enqueue(&pool).await.unwrap();
-    let refused_state = eventually("the refused job to end", || async {
-        let state = job_state(&pool, refused.id()).await;
-        (state.0 == "DEAD_LETTERED").then_some(state)
-    })
-    .await;
+    // The first pass dead-letters `refused` and schedules a retry of `flaky`; its backoff is
+    // skipped, so the retry runs without waiting.
+    let hour = std::time::Duration::from_secs(3_600);
+    let report = drain_with(&pool, DrainOptions::new().include_delayed_for(hour))
+        .await
+        .unwrap();
+    assert_eq!(report.passes, 2);
+    assert_eq!(
+        (report.dead_lettered(), report.retried(), report.succeeded()),
+        (1, 1, 1)
+    );
+    let refused_state = job_state(&pool, refused.id()).await;
+    assert_eq!(refused_state.0, "DEAD_LETTERED");
     assert_eq!(refused_state.1.as_deref(), Some("it.refused"));
     let attempts: i64 =
         sqlx::query_scalar("SELECT count(*) FROM runledger.job_attempts WHERE job_id = $1")
@@ -185,11 +194,7 @@ async fn job_errors_retry_or_dead_letter_with_their_codes(pool: PgPool) {
     assert_eq!(attempts, 1, "a terminal error is not retried");
 
     // The `?`-converted error is retryable: the second attempt succeeds.
-    let output = eventually("the flaky job to succeed", || async {
-        flaky.output(&pool).await.unwrap()
-    })
-    .await;
-    assert_eq!(output, 2);
+    assert_eq!(flaky.output(&pool).await.unwrap(), Some(2));
     let codes: Vec<Option<String>> = sqlx::query_scalar(
         "SELECT error_code FROM runledger.job_attempts WHERE job_id = $1 ORDER BY attempt",
     )
@@ -198,7 +203,6 @@ async fn job_errors_retry_or_dead_letter_with_their_codes(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(codes, vec![Some("job.handler_error".to_owned()), None]);
-    worker.shutdown().await.unwrap();
 }
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
@@ -268,4 +272,54 @@ fn registered_jobs_are_found_through_inventory() {
     }
     let summarize = jobs.iter().find(|j| j.name == "it.summarize").unwrap();
     assert!(summarize.location.file.ends_with("jobs.rs"));
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_job_handle_sees_only_its_own_organizations_job(pool: PgPool) {
+    prepare(&pool).await.unwrap();
+    let (tenant, intruder) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    let job = Add { a: 2, b: 3 }
+        .enqueue_with(&pool, EnqueueOptions::new().organization(tenant))
+        .await
+        .unwrap();
+    assert_eq!(job.status(&pool).await.unwrap().as_str(), "PENDING");
+
+    for scope in [Some(intruder), None] {
+        let foreign = runledger::JobHandle::<Add>::from_id(job.id(), scope);
+        assert_eq!(
+            foreign.status(&pool).await.unwrap_err().code(),
+            "job.not_found"
+        );
+        assert_eq!(
+            foreign.output(&pool).await.unwrap_err().code(),
+            "job.not_found"
+        );
+    }
+    let own = runledger::JobHandle::<Add>::from_id(job.id(), Some(tenant));
+    assert_eq!(own.status(&pool).await.unwrap().as_str(), "PENDING");
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_typed_payload_postgres_would_refuse_gets_a_validation_code(pool: PgPool) {
+    prepare(&pool).await.unwrap();
+    let err = Summarize {
+        text: "a NUL \u{0} inside".into(),
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "job.invalid_payload");
+    let err = Add { a: 1, b: 2 }
+        .enqueue_with(
+            &pool,
+            EnqueueOptions::new().run_at(chrono::DateTime::<chrono::Utc>::MIN_UTC),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "job.invalid_run_at");
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM runledger.job_queue")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
 }

@@ -12,5 +12,6 @@ mod jobs;
 mod results;
 mod schedules;
 mod support;
+mod testing;
 mod worker;
 mod workflows;

@@ -84,17 +84,21 @@ async fn an_ok_none_result_step_gives_the_run_a_none_result(pool: PgPool) {
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn a_job_returning_none_reports_its_output_as_some_none(pool: PgPool) {
-    let worker = start_worker(&pool).await;
+    runledger::testing::prepare(&pool).await.unwrap();
     let job = Lookup {
         key: "unknown".into(),
     }
     .enqueue(&pool)
     .await
     .unwrap();
-    let output = crate::support::eventually("the lookup to succeed", || async {
-        job.output(&pool).await.unwrap()
-    })
-    .await;
-    assert_eq!(output, None, "succeeded, with `None` as its output");
-    worker.shutdown().await.unwrap();
+    assert_eq!(job.output(&pool).await.unwrap(), None, "not run yet");
+    assert_eq!(
+        runledger::testing::drain(&pool).await.unwrap().succeeded(),
+        1
+    );
+    assert_eq!(
+        job.output(&pool).await.unwrap(),
+        Some(None),
+        "succeeded, with `None` as its output"
+    );
 }

@@ -49,7 +49,7 @@ async fn a_schedule_found_through_inventory_fires(pool: PgPool) {
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn a_schedule_stacked_on_a_job_is_synced_with_its_attributes(pool: PgPool) {
-    crate::support::prepare(&pool).await;
+    runledger::testing::prepare(&pool).await.unwrap();
     let (cron, jitter, active, template): (String, i32, bool, serde_json::Value) = sqlx::query_as(
         "SELECT cron_expr, max_jitter_seconds, is_active, payload_template FROM runledger.job_schedules WHERE name = 'it.cleanup.daily'",
     )

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use runledger::engine::postgres::jobs::TenantScope;
 use runledger::engine::runtime::config::JobsConfig;
 use runledger::{RunningWorker, Worker, WorkerBuilder};
 use sqlx::PgPool;
@@ -28,16 +29,6 @@ pub(crate) fn worker_builder(pool: &PgPool) -> WorkerBuilder {
         .shutdown_deadline(Duration::from_secs(10))
 }
 
-/// Syncs definitions without starting loops.
-pub(crate) async fn prepare(pool: &PgPool) {
-    Worker::builder(pool)
-        .build()
-        .unwrap()
-        .prepare()
-        .await
-        .unwrap();
-}
-
 /// Polls `probe` until it returns `Some`, failing after [`WAIT`].
 pub(crate) async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
 where
@@ -59,7 +50,7 @@ pub(crate) async fn job_state(
     pool: &PgPool,
     id: runledger::engine::core::jobs::JobId,
 ) -> (String, Option<String>) {
-    let record = runledger::engine::postgres::jobs::get_job_by_id(pool, id)
+    let record = runledger::engine::postgres::jobs::get_job_by_id(pool, id, TenantScope::Admin)
         .await
         .unwrap()
         .unwrap();

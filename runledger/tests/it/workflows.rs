@@ -236,7 +236,7 @@ async fn a_failed_gate_cancels_after_dependents_and_the_result_says_so(pool: PgP
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn workflow_idempotency_keys_return_the_same_run(pool: PgPool) {
-    crate::support::prepare(&pool).await;
+    runledger::testing::prepare(&pool).await.unwrap();
     let options = WorkflowOptions::new().idempotency_key("review:launch");
     let first = review().enqueue_with(&pool, options.clone()).await.unwrap();
     let second = review().enqueue_with(&pool, options.clone()).await.unwrap();

@@ -209,6 +209,10 @@ mod tests {
         assert_eq!(err.code(), "workflow.invalid_workflow_type");
         assert!(err.to_string().contains("at most 255"));
         assert!(JobType::try_new("x".repeat(MAX_IDENTIFIER_CHARS)).is_ok());
+        assert_eq!(
+            JobType::try_new("emails\0send").unwrap_err().code(),
+            "job.invalid_job_type"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod definition;
 mod handler;
 mod identifiers;
 mod ids;
+pub mod limits;
 mod logs;
 mod status;
 mod workflow;
@@ -27,5 +28,5 @@ pub use status::{
 pub use workflow::{
     WorkflowDagBuilder, WorkflowDependencyCondition, WorkflowRunEnqueue, WorkflowRunEnqueueBuilder,
     WorkflowStepDependency, WorkflowStepEnqueue, WorkflowStepEnqueueBuilder, WorkflowStepKind,
-    WorkflowValidationError, canonical_steps, validate_steps,
+    WorkflowValidationError, canonical_steps, check_step_organizations, validate_steps,
 };

@@ -8,26 +8,35 @@ use sqlx::PgExecutor;
 
 use crate::core::jobs::{JobId, JobStatus};
 use crate::postgres::error::{Error, Result};
+use crate::postgres::jobs::scope::TenantScope;
 
-/// Cancels a `PENDING` or `LEASED` direct job. A worker still running a canceled job gets
-/// `job.lease_owner_mismatch` when it reports back, and nothing changes.
+/// Cancels a `PENDING` or `LEASED` direct job within `scope`. A worker still running a
+/// canceled job gets `job.lease_owner_mismatch` when it reports back, and nothing changes.
 ///
-/// Fails with `job.not_found`, `job.cancel_invalid_state` (already terminal) or
-/// `job.workflow_cancel_not_supported` (a workflow step: cancel the run instead).
+/// Fails with `job.not_found` (also for a job outside `scope`), `job.cancel_invalid_state`
+/// (already terminal) or `job.workflow_cancel_not_supported` (a workflow step: cancel the run
+/// instead).
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool, job_id: runledger_engine::core::jobs::JobId)
 /// # -> Result<(), runledger_engine::postgres::Error> {
-/// runledger_engine::postgres::jobs::cancel_job(&pool, job_id).await?;
+/// use runledger_engine::postgres::jobs::{cancel_job, TenantScope};
+///
+/// cancel_job(&pool, job_id, TenantScope::Admin).await?;
 /// # Ok(()) }
 /// ```
-pub async fn cancel_job<'e>(executor: impl PgExecutor<'e>, job_id: JobId) -> Result<()> {
+pub async fn cancel_job<'e>(
+    executor: impl PgExecutor<'e>,
+    job_id: JobId,
+    scope: TenantScope,
+) -> Result<()> {
+    let (scoped, organization) = scope.sql();
     let row = sqlx::query!(
         r#"
         WITH current AS (
             SELECT id, status, attempt, workflow_run_id, worker_id, leased_at, started_at
             FROM runledger.job_queue
-            WHERE id = $1
+            WHERE id = $1 AND (NOT $2 OR organization_id IS NOT DISTINCT FROM $3)
             FOR UPDATE
         ),
         canceled AS (
@@ -56,6 +65,8 @@ pub async fn cancel_job<'e>(executor: impl PgExecutor<'e>, job_id: JobId) -> Res
         FROM current c
         "#,
         job_id.0,
+        scoped,
+        organization,
     )
     .fetch_optional(executor)
     .await?;
@@ -134,18 +145,24 @@ fn transition_result(
     }
 }
 
-/// Puts a `DEAD_LETTERED` or `CANCELED` direct job back in the queue, due now, with a fresh
-/// allowance of attempts. Its history (attempts, events, dead letters) is kept.
+/// Puts a `DEAD_LETTERED` or `CANCELED` direct job within `scope` back in the queue, due now,
+/// with a fresh allowance of attempts. Its history (attempts, events, dead letters) is kept.
 ///
-/// Fails with `job.not_found`, `job.requeue_invalid_state`, or
-/// `job.workflow_requeue_not_supported` for a workflow step (requeuing it would bypass the DAG).
-pub async fn requeue_job<'e>(executor: impl PgExecutor<'e>, job_id: JobId) -> Result<()> {
+/// Fails with `job.not_found` (also for a job outside `scope`), `job.requeue_invalid_state`,
+/// or `job.workflow_requeue_not_supported` for a workflow step (requeuing it would bypass the
+/// DAG).
+pub async fn requeue_job<'e>(
+    executor: impl PgExecutor<'e>,
+    job_id: JobId,
+    scope: TenantScope,
+) -> Result<()> {
+    let (scoped, organization) = scope.sql();
     let row = sqlx::query!(
         r#"
         WITH current AS (
             SELECT id, status, workflow_run_id
             FROM runledger.job_queue
-            WHERE id = $1
+            WHERE id = $1 AND (NOT $2 OR organization_id IS NOT DISTINCT FROM $3)
             FOR UPDATE
         ),
         requeued AS (
@@ -169,6 +186,8 @@ pub async fn requeue_job<'e>(executor: impl PgExecutor<'e>, job_id: JobId) -> Re
         FROM current c
         "#,
         job_id.0,
+        scoped,
+        organization,
     )
     .fetch_optional(executor)
     .await?;

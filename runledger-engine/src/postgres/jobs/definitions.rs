@@ -14,6 +14,8 @@ pub const DEFAULT_TIMEOUT_SECONDS: i32 = 300;
 pub const DEFAULT_RETRY_BASE_DELAY_MS: i64 = 1_000;
 /// Default cap on the retry delay.
 pub const DEFAULT_RETRY_MAX_DELAY_MS: i64 = 3_600_000;
+/// Largest retry delay a definition may ask for (365 days).
+pub const MAX_RETRY_DELAY_MS: i64 = 365 * 24 * 3_600_000;
 
 /// A stored job definition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +69,7 @@ pub struct JobDefinitionUpsert<'a> {
     pub priority: i32,
     /// First retry delay (positive).
     pub retry_base_delay_ms: i64,
-    /// Cap on the retry delay (at least the base).
+    /// Cap on the retry delay (at least the base, at most [`MAX_RETRY_DELAY_MS`]).
     pub retry_max_delay_ms: i64,
     /// Whether the type may be enqueued.
     pub is_enabled: bool,
@@ -163,6 +165,11 @@ impl<'a> JobDefinitionUpsert<'a> {
                 self.retry_max_delay_ms >= self.retry_base_delay_ms,
                 "job_definition.invalid_retry_delay",
                 "retry_max_delay_ms must be at least retry_base_delay_ms",
+            ),
+            (
+                self.retry_max_delay_ms <= MAX_RETRY_DELAY_MS,
+                "job_definition.invalid_retry_delay",
+                "retry_max_delay_ms must be at most 365 days",
             ),
         ];
         match positive.into_iter().find(|(ok, ..)| !ok) {

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::core::jobs::{JobId, JobStatus, JobType};
 use crate::postgres::error::{Error, Result};
+use crate::postgres::input::{check_payload, check_text_field, check_timestamp};
 
 /// A request to put one job in the queue. Unset settings come from the job definition.
 ///
@@ -129,13 +130,23 @@ impl<'a> JobEnqueue<'a> {
 
     fn validate(&self) -> Result<()> {
         self.job_type.validate()?;
-        if let Some(key) = self.idempotency_key
-            && (key.trim().is_empty() || key.chars().count() > 255)
+        if let Some(key) = self.idempotency_key {
+            if key.trim().is_empty() || key.chars().count() > 255 {
+                return Err(Error::invalid_input(
+                    "job.invalid_idempotency_key",
+                    "idempotency key must be 1 to 255 characters and not blank",
+                ));
+            }
+            check_text_field(key, "job.invalid_idempotency_key", "the idempotency key")?;
+        }
+        check_payload(self.payload, "the payload")?;
+        if let Some(run_at) = self.run_at {
+            check_timestamp(run_at, "job.invalid_run_at", "run_at")?;
+        }
+        if self.run_at.is_none()
+            && let Some(run_at) = self.effective_run_at()
         {
-            return Err(Error::invalid_input(
-                "job.invalid_idempotency_key",
-                "idempotency key must be 1 to 255 characters and not blank",
-            ));
+            check_timestamp(run_at, "job.invalid_delay", "now plus the delay")?;
         }
         if self.max_attempts.is_some_and(|value| value <= 0) {
             return Err(Error::invalid_input(
@@ -185,8 +196,11 @@ pub struct EnqueuedJob {
 ///
 /// Runs on a pool, a connection, or the caller's open transaction (`&mut *tx`), so the job
 /// commits atomically with the business row that caused it. Fails with
-/// `job.definition_not_found_or_disabled` for an unknown or disabled type, and with
-/// `job.idempotency_conflict` when the key was used for a different request.
+/// `job.definition_not_found_or_disabled` for an unknown or disabled type, with
+/// `job.idempotency_conflict` when the key was used for a different request of the same
+/// organization and job type (keys are scoped by both), and with a validation code for input
+/// PostgreSQL would refuse or a worker could not decode: `job.invalid_payload` (a NUL
+/// character, too large), `job.payload_too_deep`, `job.invalid_run_at`, `job.invalid_delay`.
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
@@ -295,7 +309,11 @@ pub(crate) async fn enqueue_on(
                 FROM input i
                 JOIN runledger.job_definitions d ON d.job_type = i.job_type
                 WHERE NOT EXISTS (SELECT 1 FROM missing)
-                ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+                ON CONFLICT (
+                    coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid),
+                    job_type,
+                    idempotency_key
+                ) WHERE idempotency_key IS NOT NULL DO NOTHING
                 RETURNING id
             )
             SELECT
@@ -343,15 +361,30 @@ pub(crate) async fn enqueue_on(
             .iter()
             .map(|&index| requests[index].snapshot())
             .collect();
+        let organizations: Vec<Option<Uuid>> = pending
+            .iter()
+            .map(|&index| requests[index].organization_id)
+            .collect();
+        let job_types: Vec<&str> = pending
+            .iter()
+            .map(|&index| requests[index].job_type.as_str())
+            .collect();
         let existing = sqlx::query!(
             r#"
             SELECT k.ord AS "ord!", q.id AS "id: JobId", q.status AS "status: JobStatus",
                    (q.enqueue_request = k.request) AS "same_request!"
-            FROM unnest($1::text[], $2::jsonb[]) WITH ORDINALITY AS k(idempotency_key, request, ord)
-            JOIN runledger.job_queue q ON q.idempotency_key = k.idempotency_key
+            FROM unnest($1::text[], $2::jsonb[], $3::uuid[], $4::text[])
+                WITH ORDINALITY AS k(idempotency_key, request, organization_id, job_type, ord)
+            JOIN runledger.job_queue q
+              ON coalesce(q.organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
+                     = coalesce(k.organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
+             AND q.job_type = k.job_type
+             AND q.idempotency_key = k.idempotency_key
             "#,
             &keys as &[&str],
             &snapshots,
+            &organizations as &[Option<Uuid>],
+            &job_types as &[&str],
         )
         .fetch_all(&mut *conn)
         .await?;

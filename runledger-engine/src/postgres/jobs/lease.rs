@@ -8,11 +8,15 @@ use serde_json::Value;
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
+use crate::core::jobs::limits::{
+    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, is_storable_text, storable_text,
+};
 use crate::core::jobs::{
     JobContext, JobFailure, JobId, JobProgressUpdate, JobStatus, JobType, WorkflowRunId,
     WorkflowStepId,
 };
 use crate::postgres::error::{Error, Result};
+use crate::postgres::input::check_json_field;
 
 /// Longest error message stored with a failure, in characters.
 pub const MAX_ERROR_MESSAGE_CHARS: usize = 4_000;
@@ -139,6 +143,12 @@ pub struct JobLease<'a> {
 /// first, then oldest run time, skipping rows other workers are claiming. The attempt in
 /// progress is recorded on the job row; its `job_attempts` row is written when it ends.
 ///
+/// A picked job whose payload nests deeper than
+/// [`MAX_JSON_DEPTH`](crate::core::jobs::limits::MAX_JSON_DEPTH) (stored by other means than
+/// `enqueue_job`, which refuses it) could never be decoded: the same statement dead-letters it
+/// with `job.payload_too_deep` instead of leasing it, so it is not returned and costs the
+/// other jobs of the batch nothing.
+///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
 /// use std::time::Duration;
@@ -162,7 +172,7 @@ pub async fn claim_jobs<'e>(
         ClaimedJob,
         r#"
         WITH picked AS (
-            SELECT id
+            SELECT id, runledger.json_too_deep(payload) AS unreadable
             FROM runledger.job_queue
             WHERE status = 'PENDING'
               AND next_run_at <= now()
@@ -170,6 +180,33 @@ pub async fn claim_jobs<'e>(
             ORDER BY priority DESC, next_run_at, id
             LIMIT $2
             FOR UPDATE SKIP LOCKED
+        ),
+        refused AS (
+            UPDATE runledger.job_queue q
+            SET status = 'DEAD_LETTERED',
+                last_error_code = 'job.payload_too_deep',
+                last_error_message = 'the payload nests deeper than 127 levels and cannot be decoded; it was not run',
+                finished_at = now(),
+                updated_at = now()
+            FROM picked
+            WHERE q.id = picked.id AND picked.unreadable
+            RETURNING q.id, q.job_type, q.organization_id, q.payload, q.attempt,
+                      q.last_error_code, q.last_error_message
+        ),
+        refused_letter AS (
+            INSERT INTO runledger.job_dead_letters (
+                job_id, job_type, organization_id, payload, attempt, failure_kind, error_code,
+                error_message
+            )
+            SELECT id, job_type, organization_id, payload, attempt, 'TERMINAL', last_error_code,
+                   last_error_message
+            FROM refused
+        ),
+        refused_event AS (
+            INSERT INTO runledger.job_events (job_id, event_type, attempt, details)
+            SELECT id, 'DEAD_LETTERED', attempt,
+                   jsonb_build_object('failure_kind', 'TERMINAL', 'error_code', last_error_code)
+            FROM refused
         ),
         leased AS (
             UPDATE runledger.job_queue q
@@ -181,7 +218,7 @@ pub async fn claim_jobs<'e>(
                 started_at = NULL,
                 updated_at = now()
             FROM picked
-            WHERE q.id = picked.id
+            WHERE q.id = picked.id AND NOT picked.unreadable
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.priority, q.attempt,
                       q.attempt_floor, q.max_attempts, q.timeout_seconds, q.worker_id,
                       q.lease_expires_at, q.next_run_at, q.workflow_run_id, q.workflow_step_id,
@@ -295,13 +332,15 @@ pub async fn heartbeat_job<'e>(
     fenced(!renewed.is_empty(), lease)
 }
 
-/// Stores in-flight progress on the job row (replacing the previous update).
+/// Stores in-flight progress on the job row (replacing the previous update). Progress
+/// containing a NUL character is refused with `job.invalid_progress`.
 pub async fn update_job_progress<'e>(
     executor: impl PgExecutor<'e>,
     lease: &JobLease<'_>,
     progress: &JobProgressUpdate,
 ) -> Result<()> {
     let progress = serde_json::to_value(progress).map_err(Error::corrupt)?;
+    check_json_field(&progress, "job.invalid_progress", "the progress update")?;
     let updated = sqlx::query_scalar!(
         r#"
         UPDATE runledger.job_queue
@@ -411,6 +450,9 @@ pub enum JobFailureDisposition {
 /// attempt, dead-letter the job. Fails with `job.lease_owner_mismatch`, changing nothing, when
 /// the lease is not current.
 ///
+/// Whatever the handler reported is recorded: NUL characters in the code and message are
+/// replaced by U+FFFD, and a retry time outside the years 1 to 9999 is clamped into them.
+///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool, job: runledger_engine::postgres::jobs::ClaimedJob)
 /// # -> Result<(), runledger_engine::postgres::Error> {
@@ -430,7 +472,13 @@ pub async fn complete_job_failure<'e>(
     lease: &JobLease<'_>,
     failure: &JobFailure,
 ) -> Result<JobFailureDisposition> {
-    let message = truncate_chars(&failure.message, MAX_ERROR_MESSAGE_CHARS);
+    // Whatever a handler reports must be recordable: NUL characters become U+FFFD and a
+    // retry time outside the storable range is clamped, so the failure is never lost.
+    let message = storable_text(truncate_chars(&failure.message, MAX_ERROR_MESSAGE_CHARS));
+    let code = storable_text(&failure.code);
+    let retry_not_before = failure
+        .retry_not_before
+        .map(|at| at.clamp(EARLIEST_TIMESTAMP, LATEST_TIMESTAMP));
     let row = sqlx::query!(
         r#"
         WITH current AS (
@@ -500,9 +548,9 @@ pub async fn complete_job_failure<'e>(
         lease.attempt,
         lease.worker_id,
         failure.kind.as_str(),
-        failure.code,
-        message,
-        failure.retry_not_before,
+        &*code,
+        &*message,
+        retry_not_before,
     )
     .fetch_optional(executor)
     .await?;
@@ -530,10 +578,13 @@ fn fenced(ok: bool, lease: &JobLease<'_>) -> Result<()> {
 }
 
 fn validate_worker_id(worker_id: &str) -> Result<()> {
-    if worker_id.trim().is_empty() || worker_id.chars().count() > 255 {
+    if worker_id.trim().is_empty()
+        || worker_id.chars().count() > 255
+        || !is_storable_text(worker_id)
+    {
         return Err(Error::invalid_input(
             "job.invalid_worker_id",
-            "worker id must be 1 to 255 characters and not blank",
+            "worker id must be 1 to 255 characters, not blank, without NUL characters",
         ));
     }
     Ok(())

@@ -1,17 +1,23 @@
 //! Job logs: batched writes from the runtime, and reads for operators.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
+use crate::core::jobs::limits::{storable_json, storable_text};
 use crate::core::jobs::{JobId, JobLogLevel, JobLogLine};
 use crate::postgres::error::Result;
 
 use super::reads::page_size;
+use super::scope::TenantScope;
 
-/// Stores log lines in one statement, numbered in the order given. Lines of jobs that no longer exist are skipped. Returns
-/// the number of lines stored. The worker calls this for lines handlers write through
+/// Stores log lines in one statement, numbered in the order given. Lines of jobs that no
+/// longer exist are skipped; NUL characters in messages and fields are replaced by U+FFFD, and
+/// fields PostgreSQL cannot store (nested too deep) by `{"unstorable": "<why>"}`. Returns the
+/// number of lines stored. The worker calls this for lines handlers write through
 /// [`JobContext::log`](crate::core::jobs::JobContext::log); call it yourself only to attach
 /// lines from outside a handler.
 ///
@@ -35,8 +41,17 @@ pub async fn append_job_logs<'e>(
     let job_ids: Vec<Uuid> = lines.iter().map(|line| line.job_id.0).collect();
     let attempts: Vec<i32> = lines.iter().map(|line| line.attempt).collect();
     let levels: Vec<&str> = lines.iter().map(|line| line.level.as_str()).collect();
-    let messages: Vec<&str> = lines.iter().map(|line| line.message.as_str()).collect();
-    let fields: Vec<Value> = lines.iter().map(|line| line.fields.clone()).collect();
+    // Log lines are best effort but must never fail a batch: NUL characters become U+FFFD and
+    // fields PostgreSQL cannot store are replaced by the reason.
+    let messages: Vec<Cow<'_, str>> = lines
+        .iter()
+        .map(|line| storable_text(&line.message))
+        .collect();
+    let messages: Vec<&str> = messages.iter().map(|message| &**message).collect();
+    let fields: Vec<Value> = lines
+        .iter()
+        .map(|line| storable_json(&line.fields).into_owned())
+        .collect();
     let logged_at: Vec<DateTime<Utc>> = lines.iter().map(|line| line.logged_at).collect();
     let done = sqlx::query!(
         r#"
@@ -128,27 +143,37 @@ impl JobLogListFilter {
     }
 }
 
-/// Lists a job's log lines, oldest first, through the `(job_id, id)` index.
+/// Lists a job's log lines, oldest first, through the `(job_id, id)` index; empty when the
+/// job is outside `scope`.
 pub async fn list_job_logs<'e>(
     executor: impl PgExecutor<'e>,
     job_id: JobId,
+    scope: TenantScope,
     filter: &JobLogListFilter,
 ) -> Result<Vec<JobLogRecord>> {
     let limit = page_size(filter.limit);
+    let (scoped, organization) = scope.sql();
     if !filter.tail {
         let rows = sqlx::query_as!(
             JobLogRecord,
             r#"
             SELECT id, job_id AS "job_id: JobId", attempt, level AS "level: JobLogLevel",
-                   message, fields, created_at
+                   message, runledger.readable_json(fields, 'job.invalid_log_fields') AS "fields!",
+                   created_at
             FROM runledger.job_logs
             WHERE job_id = $1 AND ($2::bigint IS NULL OR id > $2)
+              AND EXISTS (
+                  SELECT 1 FROM runledger.job_queue q
+                  WHERE q.id = $1 AND (NOT $4 OR q.organization_id IS NOT DISTINCT FROM $5)
+              )
             ORDER BY id
             LIMIT $3
             "#,
             job_id.0,
             filter.after_id,
             limit,
+            scoped,
+            organization,
         )
         .fetch_all(executor)
         .await?;
@@ -158,15 +183,21 @@ pub async fn list_job_logs<'e>(
         JobLogRecord,
         r#"
         SELECT id, job_id AS "job_id: JobId", attempt, level AS "level: JobLogLevel", message,
-               fields, created_at
+               runledger.readable_json(fields, 'job.invalid_log_fields') AS "fields!", created_at
         FROM runledger.job_logs
         WHERE job_id = $1 AND ($2::bigint IS NULL OR id > $2)
+          AND EXISTS (
+              SELECT 1 FROM runledger.job_queue q
+              WHERE q.id = $1 AND (NOT $4 OR q.organization_id IS NOT DISTINCT FROM $5)
+          )
         ORDER BY id DESC
         LIMIT $3
         "#,
         job_id.0,
         filter.after_id,
         limit,
+        scoped,
+        organization,
     )
     .fetch_all(executor)
     .await?;

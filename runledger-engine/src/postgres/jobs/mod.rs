@@ -13,13 +13,15 @@ mod metrics;
 mod reads;
 mod runtime_configs;
 mod schedules;
+mod scope;
 mod workflows;
 
 pub use admin::{ReapedLease, cancel_job, reap_expired_leases, requeue_job, run_waiting_jobs_now};
 pub use definitions::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_BASE_DELAY_MS, DEFAULT_RETRY_MAX_DELAY_MS,
-    DEFAULT_TIMEOUT_SECONDS, JobDefinition, JobDefinitionUpsert, get_job_definition,
-    list_job_definitions, set_job_definition_enabled, sync_job_definitions, upsert_job_definition,
+    DEFAULT_TIMEOUT_SECONDS, JobDefinition, JobDefinitionUpsert, MAX_RETRY_DELAY_MS,
+    get_job_definition, list_job_definitions, set_job_definition_enabled, sync_job_definitions,
+    upsert_job_definition,
 };
 pub use enqueue::{EnqueuedJob, JobEnqueue, enqueue_job, enqueue_jobs};
 pub use lease::{
@@ -49,6 +51,7 @@ pub use schedules::{
     job_schedule, list_job_schedules, materialize_due_schedules, set_job_schedule_active,
     sync_job_schedules, upsert_job_schedule,
 };
+pub use scope::TenantScope;
 pub use workflows::{
     CompleteExternalWorkflowStepInput, EnqueuedWorkflowRun, ExternalStepCompletion,
     WORKFLOW_RUN_CHANNEL, WorkflowAppend, WorkflowAppendOutcome, WorkflowRunCountFilter,

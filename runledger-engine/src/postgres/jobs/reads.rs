@@ -10,6 +10,7 @@ use crate::core::jobs::{
     WorkflowStepId,
 };
 use crate::postgres::error::Result;
+use crate::postgres::jobs::scope::TenantScope;
 
 /// Largest page any list call returns.
 pub const MAX_PAGE_SIZE: i64 = 1_000;
@@ -72,25 +73,48 @@ pub struct JobRecord {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
-/// Reads one job.
+/// Reads one job within `scope`; `None` when it does not exist or belongs to another
+/// organization than the scope's.
+///
+/// JSON nested deeper than [`MAX_JSON_DEPTH`](crate::core::jobs::limits::MAX_JSON_DEPTH)
+/// (which only other writers than Runledger can store) is returned as
+/// `{"unreadable": "<code>", "message": …}` in its field instead of failing the read.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool, job_id: runledger_engine::core::jobs::JobId)
+/// # -> Result<(), runledger_engine::postgres::Error> {
+/// use runledger_engine::postgres::jobs::{get_job_by_id, TenantScope};
+///
+/// let tenant = uuid::Uuid::now_v7();
+/// let job = get_job_by_id(&pool, job_id, TenantScope::Organization(tenant)).await?;
+/// # Ok(()) }
+/// ```
 pub async fn get_job_by_id<'e>(
     executor: impl PgExecutor<'e>,
     job_id: JobId,
+    scope: TenantScope,
 ) -> Result<Option<JobRecord>> {
+    let (scoped, organization) = scope.sql();
     let row = sqlx::query_as!(
         JobRecord,
         r#"
         SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
-               payload, priority, attempt, attempt - attempt_floor AS "attempts_used!",
+               runledger.readable_json(payload, 'job.payload_too_deep') AS "payload!",
+               priority, attempt, attempt - attempt_floor AS "attempts_used!",
                max_attempts, timeout_seconds, next_run_at, worker_id, lease_expires_at,
-               leased_at, started_at, idempotency_key, progress, output, last_error_code, last_error_message,
+               leased_at, started_at, idempotency_key,
+               runledger.readable_json(progress, 'job.invalid_progress') AS progress,
+               runledger.readable_json(output, 'job.output_invalid') AS output,
+               last_error_code, last_error_message,
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",
                created_by_user_id, created_at, updated_at, finished_at
         FROM runledger.job_queue
-        WHERE id = $1
+        WHERE id = $1 AND (NOT $2 OR organization_id IS NOT DISTINCT FROM $3)
         "#,
         job_id.0,
+        scoped,
+        organization,
     )
     .fetch_optional(executor)
     .await?;
@@ -247,9 +271,13 @@ pub async fn list_jobs<'e>(
         JobRecord,
         r#"
         SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
-               payload, priority, attempt, attempt - attempt_floor AS "attempts_used!",
+               runledger.readable_json(payload, 'job.payload_too_deep') AS "payload!",
+               priority, attempt, attempt - attempt_floor AS "attempts_used!",
                max_attempts, timeout_seconds, next_run_at, worker_id, lease_expires_at,
-               leased_at, started_at, idempotency_key, progress, output, last_error_code, last_error_message,
+               leased_at, started_at, idempotency_key,
+               runledger.readable_json(progress, 'job.invalid_progress') AS progress,
+               runledger.readable_json(output, 'job.output_invalid') AS output,
+               last_error_code, last_error_message,
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",
                created_by_user_id, created_at, updated_at, finished_at
@@ -366,11 +394,13 @@ pub struct JobAttempt {
     pub finished_at: DateTime<Utc>,
 }
 
-/// Lists a job's finished attempts in order.
+/// Lists a job's finished attempts in order; empty when the job is outside `scope`.
 pub async fn list_job_attempts<'e>(
     executor: impl PgExecutor<'e>,
     job_id: JobId,
+    scope: TenantScope,
 ) -> Result<Vec<JobAttempt>> {
+    let (scoped, organization) = scope.sql();
     let rows = sqlx::query_as!(
         JobAttempt,
         r#"
@@ -380,9 +410,15 @@ pub async fn list_job_attempts<'e>(
                error_code, error_message, leased_at, started_at, finished_at
         FROM runledger.job_attempts
         WHERE job_id = $1
+          AND EXISTS (
+              SELECT 1 FROM runledger.job_queue q
+              WHERE q.id = $1 AND (NOT $2 OR q.organization_id IS NOT DISTINCT FROM $3)
+          )
         ORDER BY attempt
         "#,
         job_id.0,
+        scoped,
+        organization,
     )
     .fetch_all(executor)
     .await?;
@@ -409,11 +445,13 @@ pub struct JobEvent {
     pub created_at: DateTime<Utc>,
 }
 
-/// Lists a job's events in order.
+/// Lists a job's events in order; empty when the job is outside `scope`.
 pub async fn list_job_events<'e>(
     executor: impl PgExecutor<'e>,
     job_id: JobId,
+    scope: TenantScope,
 ) -> Result<Vec<JobEvent>> {
+    let (scoped, organization) = scope.sql();
     let rows = sqlx::query_as!(
         JobEvent,
         r#"
@@ -421,9 +459,15 @@ pub async fn list_job_events<'e>(
                attempt, worker_id, details, created_at
         FROM runledger.job_events
         WHERE job_id = $1
+          AND EXISTS (
+              SELECT 1 FROM runledger.job_queue q
+              WHERE q.id = $1 AND (NOT $2 OR q.organization_id IS NOT DISTINCT FROM $3)
+          )
         ORDER BY id
         "#,
         job_id.0,
+        scoped,
+        organization,
     )
     .fetch_all(executor)
     .await?;
@@ -509,7 +553,8 @@ pub async fn list_dead_letters<'e>(
     let rows = sqlx::query_as!(
         JobDeadLetter,
         r#"
-        SELECT id, job_id AS "job_id: JobId", job_type, organization_id, payload, attempt,
+        SELECT id, job_id AS "job_id: JobId", job_type, organization_id,
+               runledger.readable_json(payload, 'job.payload_too_deep') AS "payload!", attempt,
                failure_kind AS "failure_kind: JobFailureKind", error_code, error_message,
                dead_lettered_at
         FROM runledger.job_dead_letters

@@ -7,6 +7,7 @@ use sqlx::PgExecutor;
 
 use crate::core::jobs::JobType;
 use crate::postgres::error::{Error, Result};
+use crate::postgres::input::check_json_field;
 
 /// The stored runtime configuration of one job type.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +65,7 @@ pub async fn upsert_job_runtime_config<'e>(
             message: "a runtime configuration must be a JSON object".to_owned(),
         });
     }
+    check_json_field(config, "job.invalid_runtime_config", "the configuration")?;
     let row = sqlx::query_as!(
         JobRuntimeConfig,
         r#"

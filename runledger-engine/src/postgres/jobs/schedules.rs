@@ -9,6 +9,7 @@ use uuid::Uuid;
 use crate::core::jobs::{JobScheduleId, JobType};
 use crate::core::schedules::{CronSchedule, TimeZone};
 use crate::postgres::error::{Error, Result};
+use crate::postgres::input::{check_json_field, check_text_field, check_timestamp};
 use crate::postgres::jobs::enqueue::{JobEnqueue, enqueue_on};
 
 /// A stored schedule.
@@ -151,7 +152,18 @@ impl<'a> JobScheduleUpsert<'a> {
                 format!("schedule name `{}` {problem}", self.name),
             ));
         }
+        check_text_field(self.name, "job_schedule.invalid_name", "the schedule name")?;
         self.job_type.validate()?;
+        if let Some(payload) = self.payload_template {
+            check_json_field(
+                payload,
+                "job_schedule.invalid_payload",
+                "the payload template",
+            )?;
+        }
+        if let Some(at) = self.next_fire_at {
+            check_timestamp(at, "job_schedule.invalid_next_fire_at", "next_fire_at")?;
+        }
         if self.max_jitter_seconds < 0 {
             return Err(Error::invalid_input(
                 "job_schedule.invalid_jitter",

@@ -14,39 +14,15 @@ use crate::core::jobs::{
     WorkflowStepId, WorkflowStepKind, WorkflowStepStatus,
 };
 use crate::postgres::error::{Error, Result};
+use crate::postgres::input::{check_json_field, check_text_field};
+use crate::postgres::jobs::scope::TenantScope;
 
 /// The PostgreSQL channel notified (payload: the run id) when a run becomes terminal.
 pub const WORKFLOW_RUN_CHANNEL: &str = "runledger_workflow_runs";
 
-/// Which runs a caller may see. A scope never sees another organization's run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkflowRunHandleScope {
-    /// Runs of this organization only.
-    Organization(Uuid),
-    /// Runs without an organization only.
-    Global,
-    /// Every run (trusted operator surfaces).
-    Admin,
-}
-
-impl WorkflowRunHandleScope {
-    /// (scoped?, organization) as the SQL functions take them.
-    pub(crate) fn sql(self) -> (bool, Option<Uuid>) {
-        match self {
-            Self::Organization(org) => (true, Some(org)),
-            Self::Global => (true, None),
-            Self::Admin => (false, None),
-        }
-    }
-
-    pub(crate) fn admits(self, organization_id: Option<Uuid>) -> bool {
-        match self {
-            Self::Organization(org) => organization_id == Some(org),
-            Self::Global => organization_id.is_none(),
-            Self::Admin => true,
-        }
-    }
-}
+/// Which runs a caller may see: the [`TenantScope`] of workflow handles, under its original
+/// name. A scope never sees another organization's run.
+pub type WorkflowRunHandleScope = TenantScope;
 
 /// The run an enqueue call resolved to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +90,11 @@ where
             result_step_key, created_by_user_id
         )
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        ON CONFLICT (
+            coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid),
+            workflow_type,
+            idempotency_key
+        ) WHERE idempotency_key IS NOT NULL DO NOTHING
         RETURNING id
         "#,
         run_id,
@@ -136,9 +116,14 @@ where
                    (enqueue_request = $2) AS "same_request!"
             FROM runledger.workflow_runs
             WHERE idempotency_key = $1
+              AND coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
+                  = coalesce($3, '00000000-0000-0000-0000-000000000000'::uuid)
+              AND workflow_type = $4
             "#,
             key,
             snapshot,
+            run.organization_id,
+            run.workflow_type.as_str(),
         )
         .fetch_optional(&mut *tx)
         .await?;
@@ -322,7 +307,8 @@ pub enum WorkflowAppendOutcome {
 /// Adds steps to a run that is still running or waiting on a gate, in one transaction.
 /// The mutation key makes it idempotent: an identical retry returns
 /// [`WorkflowAppendOutcome::AlreadyApplied`], a different request under the same key
-/// `workflow.append_conflicting_retry`. A finished run gives `workflow.append_run_finished`.
+/// `workflow.append_conflicting_retry`. A finished run gives `workflow.append_run_finished`; a
+/// step of another organization than the run's, `workflow.step_organization_mismatch`.
 pub async fn append_workflow_steps<'c, A>(
     acquire: A,
     append: &WorkflowAppend<'_>,
@@ -337,6 +323,11 @@ where
             "the mutation key must be 1 to 255 characters and not blank",
         ));
     }
+    check_text_field(key, "workflow.invalid_mutation_key", "the mutation key")?;
+    for step in &append.steps {
+        step.validate()?;
+    }
+    crate::core::jobs::check_step_organizations(append.organization_id, &append.steps)?;
     let run_id = append.workflow_run_id;
     let mut conn = acquire.acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
@@ -533,6 +524,22 @@ pub async fn complete_external_workflow_step<'e>(
             "output is only accepted with a SUCCEEDED completion",
         ));
     }
+    if let Some(output) = input.output {
+        check_json_field(
+            output,
+            "workflow.external_step_invalid_output",
+            "the output",
+        )?;
+    }
+    for (text, what) in [
+        (input.status_reason, "the status reason"),
+        (input.last_error_code, "the error code"),
+        (input.last_error_message, "the error message"),
+    ] {
+        if let Some(text) = text {
+            check_text_field(text, "workflow.external_step_invalid_text", what)?;
+        }
+    }
     let outcome = sqlx::query_scalar!(
         r#"
         SELECT runledger.workflow_complete_external($1, true, $2, $3, $4, $5, $6, $7, $8) AS "outcome!"
@@ -624,8 +631,11 @@ pub async fn get_workflow_run<'e>(
         WorkflowRunRecord,
         r#"
         SELECT id AS "id: WorkflowRunId", workflow_type, organization_id,
-               status AS "status: WorkflowRunStatus", metadata, idempotency_key,
-               result_step_key, result, status_reason, created_at, updated_at, finished_at
+               status AS "status: WorkflowRunStatus",
+               runledger.readable_json(metadata, 'workflow.invalid_metadata') AS "metadata!",
+               idempotency_key, result_step_key,
+               runledger.readable_json(result, 'job.output_invalid') AS result,
+               status_reason, created_at, updated_at, finished_at
         FROM runledger.workflow_runs
         WHERE id = $1
         "#,
@@ -664,15 +674,19 @@ pub struct WorkflowStepRecord {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
-/// Lists a run's steps (in creation order) with their prerequisites.
+/// Lists a run's steps (in creation order) with their prerequisites; empty when the run is
+/// outside `scope`.
 pub async fn list_workflow_steps<'e>(
     executor: impl PgExecutor<'e>,
     run_id: WorkflowRunId,
+    scope: TenantScope,
 ) -> Result<Vec<WorkflowStepRecord>> {
+    let (scoped, organization) = scope.sql();
     let rows = sqlx::query!(
         r#"
         SELECT s.id AS "id: WorkflowStepId", s.step_key, s.step_kind, s.job_type,
-               s.status AS "status: WorkflowStepStatus", s.job_id AS "job_id: JobId", s.output,
+               s.status AS "status: WorkflowStepStatus", s.job_id AS "job_id: JobId",
+               runledger.readable_json(s.output, 'job.output_invalid') AS output,
                s.status_reason, s.last_error_code, s.finished_at,
                coalesce(array_agg(p.step_key ORDER BY p.step_key) FILTER (WHERE p.id IS NOT NULL), '{}') AS "prerequisites!: Vec<String>",
                coalesce(array_agg(d.condition ORDER BY p.step_key) FILTER (WHERE p.id IS NOT NULL), '{}') AS "conditions!: Vec<String>"
@@ -680,10 +694,16 @@ pub async fn list_workflow_steps<'e>(
         LEFT JOIN runledger.workflow_step_dependencies d ON d.step_id = s.id
         LEFT JOIN runledger.workflow_steps p ON p.id = d.depends_on_step_id
         WHERE s.workflow_run_id = $1
+          AND EXISTS (
+              SELECT 1 FROM runledger.workflow_runs w
+              WHERE w.id = $1 AND (NOT $2 OR w.organization_id IS NOT DISTINCT FROM $3)
+          )
         GROUP BY s.id
         ORDER BY s.id
         "#,
         run_id.0,
+        scoped,
+        organization,
     )
     .fetch_all(executor)
     .await?;
@@ -719,7 +739,7 @@ pub async fn get_prerequisite_output<'e>(
 ) -> Result<Option<Value>> {
     let row = sqlx::query!(
         r#"
-        SELECT p.output
+        SELECT runledger.readable_json(p.output, 'job.output_invalid') AS output
         FROM runledger.workflow_step_dependencies d
         JOIN runledger.workflow_steps p ON p.id = d.depends_on_step_id
         WHERE d.step_id = $1 AND p.step_key = $2
@@ -783,8 +803,11 @@ pub async fn list_workflow_runs<'e>(
         WorkflowRunRecord,
         r#"
         SELECT id AS "id: WorkflowRunId", workflow_type, organization_id,
-               status AS "status: WorkflowRunStatus", metadata, idempotency_key,
-               result_step_key, result, status_reason, created_at, updated_at, finished_at
+               status AS "status: WorkflowRunStatus",
+               runledger.readable_json(metadata, 'workflow.invalid_metadata') AS "metadata!",
+               idempotency_key, result_step_key,
+               runledger.readable_json(result, 'job.output_invalid') AS result,
+               status_reason, created_at, updated_at, finished_at
         FROM runledger.workflow_runs
         WHERE ($1::text IS NULL OR status = $1)
           AND ($2::text IS NULL OR strpos(lower(workflow_type), lower($2)) > 0)

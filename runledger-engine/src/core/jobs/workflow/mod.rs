@@ -6,5 +6,6 @@ mod model;
 pub use builder::{WorkflowDagBuilder, WorkflowRunEnqueueBuilder, WorkflowStepEnqueueBuilder};
 pub use model::{
     WorkflowDependencyCondition, WorkflowRunEnqueue, WorkflowStepDependency, WorkflowStepEnqueue,
-    WorkflowStepKind, WorkflowValidationError, canonical_steps, validate_steps,
+    WorkflowStepKind, WorkflowValidationError, canonical_steps, check_step_organizations,
+    validate_steps,
 };

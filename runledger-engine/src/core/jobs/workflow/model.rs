@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::core::jobs::limits::{JsonProblem, check_json, is_storable_text};
 use crate::core::jobs::{IdentifierError, JobType, StepKey, WorkflowType};
 
 /// How a dependent step waits on one prerequisite.
@@ -220,6 +221,35 @@ pub enum WorkflowValidationError {
         /// The key.
         step_key: String,
     },
+    /// A job step's payload cannot be stored or would not decode.
+    #[error("the payload of step `{step_key}` {problem}")]
+    InvalidPayload {
+        /// The key.
+        step_key: String,
+        /// What is wrong with it.
+        problem: JsonProblem,
+    },
+    /// Run or step metadata cannot be stored or would not decode.
+    #[error("the metadata of {owner} {problem}")]
+    InvalidMetadata {
+        /// Whose metadata: the run, or a step named by its key.
+        owner: String,
+        /// What is wrong with it.
+        problem: JsonProblem,
+    },
+    /// A step's stage label contains a NUL character.
+    #[error("the stage of step `{step_key}` must not contain the NUL character")]
+    InvalidStage {
+        /// The key.
+        step_key: String,
+    },
+    /// A step names an organization other than its run's: a run's steps belong to the run's
+    /// organization.
+    #[error("step `{step_key}` belongs to another organization than its run")]
+    StepOrganizationMismatch {
+        /// The key.
+        step_key: String,
+    },
 }
 
 impl WorkflowValidationError {
@@ -239,6 +269,14 @@ impl WorkflowValidationError {
             Self::InvalidJobSetting { .. } => "workflow.invalid_job_setting",
             Self::InvalidIdempotencyKey => "workflow.invalid_idempotency_key",
             Self::UnknownResultStep { .. } => "workflow.unknown_result_step",
+            Self::InvalidPayload {
+                problem: JsonProblem::TooDeep { .. },
+                ..
+            } => "job.payload_too_deep",
+            Self::InvalidPayload { .. } => "job.invalid_payload",
+            Self::InvalidMetadata { .. } => "workflow.invalid_metadata",
+            Self::InvalidStage { .. } => "workflow.invalid_stage",
+            Self::StepOrganizationMismatch { .. } => "workflow.step_organization_mismatch",
         }
     }
 }
@@ -248,11 +286,16 @@ impl WorkflowRunEnqueue<'_> {
     pub fn validate(&self) -> Result<(), WorkflowValidationError> {
         self.workflow_type.validate()?;
         if let Some(key) = &self.idempotency_key
-            && (key.trim().is_empty() || key.chars().count() > 255)
+            && (key.trim().is_empty() || key.chars().count() > 255 || !is_storable_text(key))
         {
             return Err(WorkflowValidationError::InvalidIdempotencyKey);
         }
+        check_json(&self.metadata).map_err(|problem| WorkflowValidationError::InvalidMetadata {
+            owner: "the run".to_owned(),
+            problem,
+        })?;
         validate_steps(&BTreeSet::new(), &self.steps)?;
+        check_step_organizations(self.organization_id, &self.steps)?;
         let keys: BTreeSet<&str> = self.steps.iter().map(|s| s.step_key.as_str()).collect();
         if let Some(result) = &self.result_step
             && !keys.contains(result.as_str())
@@ -284,7 +327,9 @@ impl WorkflowRunEnqueue<'_> {
 }
 
 impl WorkflowStepEnqueue<'_> {
-    fn validate(&self) -> Result<(), WorkflowValidationError> {
+    /// Checks the step on its own: key, kind and job settings, payload, metadata and stage
+    /// (edges are checked against the whole run by [`validate_steps`]).
+    pub fn validate(&self) -> Result<(), WorkflowValidationError> {
         self.step_key.validate()?;
         let key = || self.step_key.to_string();
         match self.kind {
@@ -323,7 +368,52 @@ impl WorkflowStepEnqueue<'_> {
         for dependency in &self.dependencies {
             dependency.prerequisite.validate()?;
         }
+        check_json(&self.payload).map_err(|problem| WorkflowValidationError::InvalidPayload {
+            step_key: key(),
+            problem,
+        })?;
+        check_json(&self.metadata).map_err(|problem| WorkflowValidationError::InvalidMetadata {
+            owner: format!("step `{}`", self.step_key),
+            problem,
+        })?;
+        if self
+            .stage
+            .as_deref()
+            .is_some_and(|stage| !is_storable_text(stage))
+        {
+            return Err(WorkflowValidationError::InvalidStage { step_key: key() });
+        }
         Ok(())
+    }
+}
+
+/// Checks that every step either names no organization or the run's own: a step of another
+/// organization would put that tenant's job inside this tenant's run.
+///
+/// ```
+/// use std::borrow::Cow;
+/// use runledger_engine::core::jobs::{check_step_organizations, JobType, StepKey, WorkflowStepEnqueue};
+///
+/// let payload = serde_json::json!({});
+/// let mut step = WorkflowStepEnqueue::job(StepKey::new("a"), JobType::new("t"), Cow::Borrowed(&payload));
+/// let org_a = uuid::Uuid::now_v7();
+/// assert!(check_step_organizations(Some(org_a), std::slice::from_ref(&step)).is_ok());
+/// step.organization_id = Some(uuid::Uuid::now_v7());
+/// let err = check_step_organizations(Some(org_a), &[step]).unwrap_err();
+/// assert_eq!(err.code(), "workflow.step_organization_mismatch");
+/// ```
+pub fn check_step_organizations(
+    run_organization: Option<Uuid>,
+    steps: &[WorkflowStepEnqueue<'_>],
+) -> Result<(), WorkflowValidationError> {
+    match steps.iter().find(|step| {
+        step.organization_id
+            .is_some_and(|org| Some(org) != run_organization)
+    }) {
+        Some(step) => Err(WorkflowValidationError::StepOrganizationMismatch {
+            step_key: step.step_key.to_string(),
+        }),
+        None => Ok(()),
     }
 }
 

@@ -1,0 +1,370 @@
+//! Persisting outcomes: successes in batches (one lease-fenced statement per batch), failures
+//! one by one, retried while the database is unreachable and the lease may still hold.
+//!
+//! One success PostgreSQL cannot store never costs the rest of its batch. Outputs are checked
+//! in Rust before the statement (the same walk serialization does anyway), and a refused
+//! output fails its own job with `job.output_invalid`. Should the batch statement still be
+//! refused for anything but a lost connection, its rows are written one by one to isolate the
+//! culprit: that path costs nothing while no row is bad.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::{Backoff, Finished, Inner, PassOutcome, PassedJob};
+use crate::core::jobs::limits::check_json;
+use crate::core::jobs::{JobFailure, JobId, JobStatus};
+use crate::postgres::Error;
+use crate::postgres::jobs::{
+    JobLease, JobSuccess, TenantScope, complete_job_failure, complete_jobs_success, get_job_by_id,
+};
+use crate::runtime::observer::{
+    JobCompletionPersistFailedEvent, JobCompletionPersistenceOperation, JobFailedEvent,
+    JobSucceededEvent, LifecycleEvent, ObservedJob,
+};
+use crate::runtime::tasks::TaskSpawner;
+
+/// How a batch statement ended.
+enum Written {
+    /// Committed; the ids of the rows whose lease still held.
+    Committed(HashSet<JobId>),
+    /// Refused for a reason other than a lost connection (a row PostgreSQL cannot take).
+    Refused(Error),
+    /// The database stayed unreachable until the lease ran out or the hard stop fired.
+    GaveUp,
+}
+
+impl Inner {
+    /// Collects finished handlers into batches and persists each batch in a task of the
+    /// worker's tree, at most `flushes_in_flight` at once.
+    pub(super) async fn completer_loop(
+        self: Arc<Self>,
+        mut finished: mpsc::UnboundedReceiver<Finished>,
+        tasks: TaskSpawner,
+        hard_stop: CancellationToken,
+    ) {
+        let mut flushes = JoinSet::new();
+        let mut open = true;
+        while open {
+            let Some(first) = finished.recv().await else {
+                break;
+            };
+            let mut batch = vec![first];
+            let deadline = tokio::time::Instant::now() + self.config.completion_flush_interval;
+            while batch.len() < self.config.completion_batch_size {
+                match tokio::time::timeout_at(deadline, finished.recv()).await {
+                    Ok(Some(done)) => batch.push(done),
+                    Ok(None) => {
+                        open = false;
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            while flushes.len() >= self.config.flushes_in_flight {
+                let _ = flushes.join_next().await;
+            }
+            let (inner, hard_stop) = (Arc::clone(&self), hard_stop.clone());
+            flushes.spawn(
+                tasks.cancellable(
+                    async move {
+                        let (successes, failures): (Vec<_>, Vec<_>) =
+                            batch.into_iter().partition(|done| done.outcome.is_ok());
+                        inner.persist_successes(successes, &hard_stop).await;
+                        for failure in failures {
+                            inner.persist_failure(failure, &hard_stop).await;
+                        }
+                    }
+                    .in_current_span(),
+                ),
+            );
+        }
+        while flushes.join_next().await.is_some() {}
+    }
+
+    /// Commits a batch of successes in one statement. Outputs that cannot be stored fail their
+    /// own jobs first; a statement refused for another reason than a lost connection is redone
+    /// row by row. Returns each job with what was recorded.
+    pub(super) async fn persist_successes(
+        &self,
+        batch: Vec<Finished>,
+        hard_stop: &CancellationToken,
+    ) -> Vec<PassedJob> {
+        let mut persisted = Vec::with_capacity(batch.len());
+        let mut storable = Vec::with_capacity(batch.len());
+        for done in batch {
+            match unstorable_output(&done) {
+                None => storable.push(done),
+                Some(failure) => {
+                    persisted.push(self.persist_failure(done.failed(failure), hard_stop).await);
+                }
+            }
+        }
+        if storable.is_empty() {
+            return persisted;
+        }
+        // One deadline for the batch, row-by-row retries included: past it the leases are gone.
+        let give_up_at = Instant::now() + self.config.lease_ttl;
+        match self.write_successes(&storable, give_up_at, hard_stop).await {
+            (Written::Committed(completed), retried) => {
+                for done in storable {
+                    let ok = completed.contains(&done.job.job_id)
+                        || (retried && self.already_succeeded(&done.job).await);
+                    persisted.push(self.report_success(done, ok));
+                }
+            }
+            (Written::GaveUp, _) => {
+                for done in storable {
+                    persisted.push(self.report_success(done, false));
+                }
+            }
+            (Written::Refused(err), _) => {
+                tracing::warn!(code = err.code(), error = %err.internal_message(), jobs = storable.len(), "a batch of successes was refused; writing them one by one");
+                for done in storable {
+                    persisted.push(
+                        self.persist_success_alone(done, give_up_at, hard_stop)
+                            .await,
+                    );
+                }
+            }
+        }
+        persisted
+    }
+
+    /// Writes one success on its own; a value PostgreSQL refuses fails the job with
+    /// `job.output_invalid` instead.
+    async fn persist_success_alone(
+        &self,
+        done: Finished,
+        give_up_at: Instant,
+        hard_stop: &CancellationToken,
+    ) -> PassedJob {
+        match self
+            .write_successes(std::slice::from_ref(&done), give_up_at, hard_stop)
+            .await
+        {
+            (Written::Committed(completed), retried) => {
+                let ok = completed.contains(&done.job.job_id)
+                    || (retried && self.already_succeeded(&done.job).await);
+                self.report_success(done, ok)
+            }
+            (Written::Refused(Error::Query(err)), _) if err.is_rejected_value() => {
+                tracing::warn!(job.id = %done.job.job_id, error = %err.internal_message(), "PostgreSQL refused the output; failing the job");
+                let failure = JobFailure::terminal(
+                    "job.output_invalid",
+                    "PostgreSQL refused to store the handler's output",
+                );
+                self.persist_failure(done.failed(failure), hard_stop).await
+            }
+            (Written::Refused(err), _) => {
+                tracing::warn!(job.id = %done.job.job_id, code = err.code(), error = %err.internal_message(), "success not recorded");
+                self.report_not_recorded(
+                    done,
+                    err.code(),
+                    JobCompletionPersistenceOperation::Success,
+                )
+            }
+            (Written::GaveUp, _) => self.report_success(done, false),
+        }
+    }
+
+    /// Runs the batch statement, retrying while the database is unreachable until
+    /// `give_up_at` (when the leases run out). Also tells whether it was retried (the first try
+    /// may have committed unseen).
+    async fn write_successes(
+        &self,
+        batch: &[Finished],
+        give_up_at: Instant,
+        hard_stop: &CancellationToken,
+    ) -> (Written, bool) {
+        let rows: Vec<JobSuccess> = batch
+            .iter()
+            .map(|done| JobSuccess {
+                job_id: done.job.job_id,
+                attempt: done.job.attempt,
+                output: done.outcome.as_ref().ok().and_then(|c| c.output.clone()),
+            })
+            .collect();
+        let mut backoff = Backoff::default();
+        let mut retried = false;
+        loop {
+            match complete_jobs_success(&self.pool, &self.config.worker_id, &rows).await {
+                Ok(ids) => return (Written::Committed(ids.into_iter().collect()), retried),
+                Err(err) if !is_transient(&err) => return (Written::Refused(err), retried),
+                Err(err) => {
+                    tracing::warn!(code = err.code(), error = %err.internal_message(), jobs = rows.len(), "persisting successes failed; retrying");
+                    if hard_stop.is_cancelled() || Instant::now() >= give_up_at {
+                        return (Written::GaveUp, true);
+                    }
+                    retried = true;
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff.next_delay()) => {}
+                        () = hard_stop.cancelled() => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reports a success that was (or was not) committed.
+    fn report_success(&self, done: Finished, committed: bool) -> PassedJob {
+        if !committed {
+            tracing::warn!(job.id = %done.job.job_id, "success not recorded: lease no longer held");
+            return self.report_not_recorded(
+                done,
+                "job.lease_owner_mismatch",
+                JobCompletionPersistenceOperation::Success,
+            );
+        }
+        self.untrack(done.job.job_id);
+        let passed = PassedJob {
+            job: done.job.clone(),
+            outcome: PassOutcome::Succeeded,
+        };
+        self.observers
+            .emit(LifecycleEvent::Succeeded(JobSucceededEvent {
+                job: done.job,
+                duration: done.duration,
+            }));
+        passed
+    }
+
+    fn report_not_recorded(
+        &self,
+        done: Finished,
+        code: &str,
+        operation: JobCompletionPersistenceOperation,
+    ) -> PassedJob {
+        self.untrack(done.job.job_id);
+        let passed = PassedJob {
+            job: done.job.clone(),
+            outcome: PassOutcome::NotRecorded,
+        };
+        self.observers.emit(LifecycleEvent::PersistFailed(
+            JobCompletionPersistFailedEvent {
+                job: done.job,
+                operation,
+                error_code: code.to_owned(),
+            },
+        ));
+        passed
+    }
+
+    async fn already_succeeded(&self, job: &ObservedJob) -> bool {
+        matches!(
+            get_job_by_id(&self.pool, job.job_id, TenantScope::Admin).await,
+            Ok(Some(record)) if record.status == JobStatus::Succeeded && record.attempt == job.attempt
+        )
+    }
+
+    /// Commits one failure. Returns the job with what was recorded.
+    pub(super) async fn persist_failure(
+        &self,
+        done: Finished,
+        hard_stop: &CancellationToken,
+    ) -> PassedJob {
+        let Err(failure) = &done.outcome else {
+            return self.report_success(done, false);
+        };
+        let lease = JobLease {
+            job_id: done.job.job_id,
+            attempt: done.job.attempt,
+            worker_id: &self.config.worker_id,
+        };
+        let give_up_at = Instant::now() + self.config.lease_ttl;
+        let mut backoff = Backoff::default();
+        let result = loop {
+            match complete_job_failure(&self.pool, &lease, failure).await {
+                Err(err)
+                    if is_transient(&err)
+                        && !hard_stop.is_cancelled()
+                        && Instant::now() < give_up_at =>
+                {
+                    tracing::warn!(code = err.code(), error = %err.internal_message(), "persisting a failure failed; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff.next_delay()) => {}
+                        () = hard_stop.cancelled() => {}
+                    }
+                }
+                other => break other,
+            }
+        };
+        match result {
+            Ok(disposition) => {
+                tracing::info!(code = %failure.code, kind = %failure.kind, ?disposition, "job attempt failed");
+                self.untrack(done.job.job_id);
+                let passed = PassedJob {
+                    job: done.job.clone(),
+                    outcome: PassOutcome::Failed {
+                        kind: failure.kind,
+                        code: failure.code.clone(),
+                        message: failure.message.clone(),
+                        disposition,
+                    },
+                };
+                if let Err(failure) = done.outcome {
+                    self.observers.emit(LifecycleEvent::Failed(JobFailedEvent {
+                        job: done.job,
+                        kind: failure.kind,
+                        code: failure.code,
+                        message: failure.message,
+                        disposition,
+                    }));
+                }
+                passed
+            }
+            Err(err) => {
+                tracing::warn!(code = err.code(), error = %err.internal_message(), "failure not recorded");
+                self.report_not_recorded(
+                    done,
+                    err.code(),
+                    JobCompletionPersistenceOperation::Failure,
+                )
+            }
+        }
+    }
+}
+
+impl Finished {
+    /// The same attempt, ended with `failure` instead.
+    fn failed(self, failure: JobFailure) -> Self {
+        Self {
+            outcome: Err(failure),
+            ..self
+        }
+    }
+}
+
+/// The failure replacing a success whose output PostgreSQL could not store or a worker could
+/// not decode again, if so.
+fn unstorable_output(done: &Finished) -> Option<JobFailure> {
+    let output = done.outcome.as_ref().ok()?.output.as_ref()?;
+    let problem = check_json(output).err()?;
+    tracing::warn!(job.id = %done.job.job_id, %problem, "the handler's output cannot be stored; failing the job");
+    Some(JobFailure::terminal(
+        "job.output_invalid",
+        format!("the handler's output {problem}"),
+    ))
+}
+
+/// Whether the statement failed for a passing reason rather than because of what it carried:
+/// the database could not be reached or dropped the connection (SQLSTATE class 08, and class
+/// 57 as a restarting server sends it), or a deadlock or serialization failure (class 40).
+/// Worth retrying while the lease holds.
+fn is_transient(err: &Error) -> bool {
+    let Error::Query(query) = err else {
+        return false;
+    };
+    query.is_connection_error()
+        || matches!(
+            query.source_error(),
+            sqlx::Error::Database(db) if db.code().is_some_and(|code| {
+                ["08", "40", "57"].iter().any(|class| code.starts_with(class))
+            })
+        )
+}

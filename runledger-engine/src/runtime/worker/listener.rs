@@ -1,0 +1,65 @@
+//! LISTEN wake-ups: notifications for the worker's job types wake the claim loops at once;
+//! polling remains the correctness path.
+
+use std::collections::HashSet;
+
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::Backoff;
+use crate::postgres::jobs::JOB_QUEUE_CHANNEL;
+
+/// Keeps a LISTEN connection open and turns notifications for our job types into wake-ups.
+/// Reconnects after connection loss and wakes the worker then, since notifications sent while
+/// disconnected are lost (polling covers them too). Returns when `stop` fires.
+pub(super) async fn listen(
+    pool: PgPool,
+    job_types: Vec<String>,
+    wake: watch::Sender<u64>,
+    stop: CancellationToken,
+) {
+    let job_types: HashSet<String> = job_types.into_iter().collect();
+    let mut backoff = Backoff::default();
+    loop {
+        let connected = async {
+            let mut listener = PgListener::connect_with(&pool).await?;
+            listener.listen(JOB_QUEUE_CHANNEL).await?;
+            Ok::<_, sqlx::Error>(listener)
+        };
+        let mut listener = tokio::select! {
+            result = connected => match result {
+                Ok(listener) => listener,
+                Err(err) => {
+                    tracing::warn!(error = %err, "LISTEN connection failed; relying on polling meanwhile");
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff.next_delay()) => continue,
+                        () = stop.cancelled() => return,
+                    }
+                }
+            },
+            () = stop.cancelled() => return,
+        };
+        backoff.reset();
+        wake.send_modify(|generation| *generation += 1);
+        loop {
+            tokio::select! {
+                received = listener.try_recv() => match received {
+                    Ok(Some(notification)) => {
+                        if job_types.contains(notification.payload()) {
+                            wake.send_modify(|generation| *generation += 1);
+                        }
+                    }
+                    // Connection lost: the next call reconnects; catch up on what was missed.
+                    Ok(None) => wake.send_modify(|generation| *generation += 1),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "LISTEN connection broke; reconnecting");
+                        break;
+                    }
+                },
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,494 @@
+//! The worker loop: claim registered job types up to free capacity, run each handler in its
+//! own task (timeouts and panics contained per job), heartbeat every lease in one statement,
+//! and flush outcomes in batches.
+//!
+//! One module per part: `claim` (the claim loops), `execute` (running one handler),
+//! `heartbeat`, `completer` (persisting outcomes, isolating a row PostgreSQL refuses) and
+//! `listener` (LISTEN wake-ups). Every task a worker starts belongs to one task tree, so
+//! dropping [`Worker::run`]'s future stops them all.
+
+mod claim;
+mod completer;
+mod execute;
+mod heartbeat;
+mod listener;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::core::jobs::{JobCompletion, JobFailure, JobFailureKind, JobId};
+use crate::postgres::jobs::{ClaimRequest, ClaimedJob, JobFailureDisposition, claim_jobs};
+use crate::runtime::config::{JobsConfig, JobsConfigError, check_pool_size, warn_if_pool_small};
+use crate::runtime::error::RuntimeLoopExit;
+use crate::runtime::job_logs::LogBuffer;
+use crate::runtime::observer::{JobLifecycleObservers, ObservedJob};
+use crate::runtime::registry::JobRegistry;
+use crate::runtime::tasks::{TaskSpawner, TaskTree};
+
+/// Default time successes wait to be flushed together.
+pub const DEFAULT_COMPLETION_FLUSH_INTERVAL: Duration = Duration::from_millis(2);
+/// Default most successes flushed in one statement.
+pub const DEFAULT_COMPLETION_BATCH_SIZE: usize = 512;
+/// Default number of claim loops issuing claims concurrently.
+pub const DEFAULT_CLAIM_PARALLELISM: u32 = 2;
+/// Default number of success batches being written concurrently.
+pub const DEFAULT_FLUSHES_IN_FLIGHT: usize = 4;
+/// Longest pause between retries after a database error.
+pub const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Settings of the worker loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerConfig {
+    /// The worker's identity, presented on every lease write.
+    pub worker_id: String,
+    /// Poll interval when no notification arrives.
+    pub poll_interval: Duration,
+    /// Most jobs claimed per round trip.
+    pub claim_batch_size: u32,
+    /// Lease length.
+    pub lease_ttl: Duration,
+    /// Most handlers running at once.
+    pub max_concurrency: u32,
+    /// Pause between heartbeats (a third of the lease by default).
+    pub heartbeat_interval: Duration,
+    /// How long a success may wait for others before the batch is flushed.
+    pub completion_flush_interval: Duration,
+    /// Most successes per flush.
+    pub completion_batch_size: usize,
+    /// Claim loops issuing claims concurrently (they share the concurrency limit).
+    pub claim_parallelism: u32,
+    /// Success batches written concurrently.
+    pub flushes_in_flight: usize,
+}
+
+impl WorkerConfig {
+    /// The worker settings of a [`JobsConfig`], with default flush settings.
+    pub fn from_jobs_config(config: &JobsConfig) -> Self {
+        Self {
+            worker_id: config.worker_id.clone(),
+            poll_interval: config.poll_interval,
+            claim_batch_size: config.claim_batch_size,
+            lease_ttl: config.lease_ttl,
+            max_concurrency: config.max_global_concurrency,
+            heartbeat_interval: config.lease_ttl / 3,
+            completion_flush_interval: DEFAULT_COMPLETION_FLUSH_INTERVAL,
+            completion_batch_size: DEFAULT_COMPLETION_BATCH_SIZE,
+            claim_parallelism: DEFAULT_CLAIM_PARALLELISM,
+            flushes_in_flight: DEFAULT_FLUSHES_IN_FLIGHT,
+        }
+    }
+
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<(), JobsConfigError> {
+        let invalid = |field, problem| Err(JobsConfigError::InvalidField { field, problem });
+        if self.worker_id.trim().is_empty() || self.worker_id.contains('\0') {
+            return invalid("worker_id", "must not be blank or contain NUL characters");
+        }
+        if self.claim_batch_size == 0 || self.max_concurrency == 0 {
+            return invalid("claim_batch_size", "and max_concurrency must be at least 1");
+        }
+        if self.lease_ttl > crate::runtime::config::MAX_LEASE_TTL {
+            return invalid("lease_ttl", "must be at most 24 hours");
+        }
+        if self.heartbeat_interval.is_zero() || self.heartbeat_interval >= self.lease_ttl {
+            return invalid(
+                "heartbeat_interval",
+                "must be positive and shorter than the lease",
+            );
+        }
+        if self.poll_interval.is_zero() || self.completion_batch_size == 0 {
+            return invalid(
+                "poll_interval",
+                "and completion_batch_size must be positive",
+            );
+        }
+        if self.claim_parallelism == 0 || self.flushes_in_flight == 0 {
+            return invalid(
+                "claim_parallelism",
+                "and flushes_in_flight must be at least 1",
+            );
+        }
+        Ok(())
+    }
+
+    /// Connections the worker's own loops may hold at once: the LISTEN connection, one per
+    /// claim loop and per concurrent flush, the heartbeat and the log flusher. Size the pool
+    /// above this by what handlers use themselves (and add the reaper's and the scheduler's
+    /// one each under a `Supervisor`).
+    pub fn connections_used(&self) -> u32 {
+        let flushes = u32::try_from(self.flushes_in_flight).unwrap_or(u32::MAX);
+        3_u32
+            .saturating_add(self.claim_parallelism)
+            .saturating_add(flushes)
+    }
+}
+
+/// What one [`Worker::run_once`] pass did: counts, and each job with its outcome.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct WorkerPass {
+    /// Jobs claimed.
+    pub claimed: usize,
+    /// Successes committed.
+    pub succeeded: usize,
+    /// Failures committed (a success whose output could not be stored counts here).
+    pub failed: usize,
+    /// Outcomes that could not be committed (lease lost).
+    pub persist_failed: usize,
+    /// Every claimed job and how its attempt ended, in claim order.
+    pub jobs: Vec<PassedJob>,
+}
+
+/// One job of a [`WorkerPass`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PassedJob {
+    /// The job and attempt.
+    pub job: ObservedJob,
+    /// How the attempt ended.
+    pub outcome: PassOutcome,
+}
+
+/// How an attempt of a [`WorkerPass`] ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum PassOutcome {
+    /// The success (and output) was committed.
+    Succeeded,
+    /// The failure was committed: retried later or dead-lettered, as `disposition` says.
+    Failed {
+        /// How it failed.
+        kind: JobFailureKind,
+        /// The failure's code.
+        code: String,
+        /// The failure's message.
+        message: String,
+        /// What happened to the job.
+        disposition: JobFailureDisposition,
+    },
+    /// The outcome could not be recorded: the lease was lost meanwhile (the reaper retries
+    /// the job).
+    NotRecorded,
+}
+
+/// Runs claimed jobs through their handlers. Usually started by the
+/// [`Supervisor`](crate::runtime::Supervisor); use [`run_worker_loop`] or [`Worker::run`] for
+/// custom orchestration, and [`Worker::run_once`] in tests.
+#[derive(Clone)]
+pub struct Worker {
+    inner: Arc<Inner>,
+}
+
+/// State shared by the worker's tasks.
+struct Inner {
+    pool: PgPool,
+    registry: Arc<JobRegistry>,
+    job_types: Vec<String>,
+    config: WorkerConfig,
+    observers: JobLifecycleObservers,
+    running: Mutex<HashMap<JobId, RunningLease>>,
+    aborted: Mutex<Vec<JobId>>,
+    /// Lines handlers log through their context, stored in batches by one task.
+    logs: Arc<LogBuffer>,
+}
+
+/// A lease the heartbeat renews, and how to stop its handler when the lease is lost.
+struct RunningLease {
+    attempt: i32,
+    lost: CancellationToken,
+}
+
+/// A finished handler whose outcome must be persisted.
+struct Finished {
+    job: ObservedJob,
+    outcome: Result<JobCompletion, JobFailure>,
+    duration: Duration,
+    /// Capacity is held until the outcome is persisted, so unpersisted results cannot pile up.
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Worker {
+    /// A worker for the registry's job types. Fails with `config.invalid_field` for invalid
+    /// settings and `config.pool_too_small` when `pool` cannot hold the LISTEN connection and
+    /// one more (the worker would stall); a pool below
+    /// [`WorkerConfig::connections_used`] works but slower, and is reported with a warning.
+    pub fn new(
+        pool: PgPool,
+        registry: Arc<JobRegistry>,
+        config: WorkerConfig,
+        observers: JobLifecycleObservers,
+    ) -> Result<Self, JobsConfigError> {
+        config.validate()?;
+        check_pool_size(&pool)?;
+        let job_types = registry.job_types();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool,
+                registry,
+                job_types,
+                config,
+                observers,
+                running: Mutex::new(HashMap::new()),
+                aborted: Mutex::new(Vec::new()),
+                logs: Arc::new(LogBuffer::default()),
+            }),
+        })
+    }
+
+    /// Claims one batch (up to the concurrency limit), runs every job to its end and persists
+    /// the outcomes. For tests and step-by-step drivers.
+    pub async fn run_once(&self) -> Result<WorkerPass, crate::postgres::Error> {
+        let inner = &self.inner;
+        let limit = inner
+            .config
+            .claim_batch_size
+            .min(inner.config.max_concurrency);
+        let claimed = claim_jobs(&inner.pool, &inner.claim_request(i64::from(limit))).await?;
+        let order: Vec<JobId> = claimed.iter().map(|job| job.id).collect();
+        let tree = TaskTree::new();
+        let never = tree.spawner().child_token();
+        let runs: Vec<_> = claimed
+            .into_iter()
+            .map(|job| {
+                let observed = ObservedJob::from_claimed(&job);
+                let lost = inner.track(&job);
+                let (inner, never) = (Arc::clone(inner), never.clone());
+                let run = tree
+                    .spawner()
+                    .spawn(async move { inner.execute(job, lost, never).await });
+                (observed, run)
+            })
+            .collect();
+        let mut finished = Vec::with_capacity(runs.len());
+        let mut passed = Vec::with_capacity(runs.len());
+        for (observed, run) in runs {
+            match run.await {
+                Ok(Some(Some(done))) => finished.push(done),
+                // The lease was lost while the handler ran (or its task failed): nothing is
+                // recorded, and the reaper retries the job.
+                _ => passed.push(PassedJob {
+                    job: observed,
+                    outcome: PassOutcome::NotRecorded,
+                }),
+            }
+        }
+        inner.logs.flush(&inner.pool).await;
+        let (successes, failures): (Vec<_>, Vec<_>) =
+            finished.into_iter().partition(|done| done.outcome.is_ok());
+        passed.extend(inner.persist_successes(successes, &never).await);
+        for failure in failures {
+            passed.push(inner.persist_failure(failure, &never).await);
+        }
+        passed.sort_by_key(|done| order.iter().position(|id| *id == done.job.job_id));
+        let count = |wanted: fn(&PassOutcome) -> bool| {
+            passed.iter().filter(|done| wanted(&done.outcome)).count()
+        };
+        Ok(WorkerPass {
+            claimed: order.len(),
+            succeeded: count(|o| matches!(o, PassOutcome::Succeeded)),
+            failed: count(|o| matches!(o, PassOutcome::Failed { .. })),
+            persist_failed: count(|o| matches!(o, PassOutcome::NotRecorded)),
+            jobs: passed,
+        })
+    }
+
+    /// Runs until `shutdown` fires, then stops claiming and drains in-flight jobs. When
+    /// `hard_stop` fires during the drain, handlers are dropped and their jobs reported in
+    /// [`RuntimeLoopExit::Aborted`]. Every task it starts ends before it returns, and when
+    /// this future is dropped.
+    pub async fn run(
+        self,
+        shutdown: CancellationToken,
+        hard_stop: CancellationToken,
+    ) -> RuntimeLoopExit {
+        let inner = self.inner;
+        let tree = TaskTree::new();
+        let tasks = tree.spawner();
+        let background = tasks.child_token();
+        let (wake_tx, wake_rx) = watch::channel(0_u64);
+        let (finished_tx, finished_rx) = mpsc::unbounded_channel::<Finished>();
+        tasks.spawn(
+            listener::listen(
+                inner.pool.clone(),
+                inner.job_types.clone(),
+                wake_tx,
+                background.clone(),
+            )
+            .instrument(tracing::debug_span!("runledger.listener")),
+        );
+        tasks.spawn(
+            Arc::clone(&inner)
+                .heartbeat_loop(background.clone())
+                .instrument(tracing::debug_span!("runledger.heartbeat")),
+        );
+        tasks.spawn({
+            let (inner, stop) = (Arc::clone(&inner), background.clone());
+            async move { inner.logs.run(inner.pool.clone(), stop).await }
+                .instrument(tracing::debug_span!("runledger.job_logs"))
+        });
+        let completer = tasks.spawn(
+            Arc::clone(&inner)
+                .completer_loop(finished_rx, tasks.clone(), hard_stop.clone())
+                .instrument(tracing::debug_span!("runledger.completer")),
+        );
+
+        let jobs = JobTasks::new(tasks);
+        let capacity = Arc::new(Semaphore::new(inner.config.max_concurrency as usize));
+        let claimers: Vec<_> = (0..inner.config.claim_parallelism)
+            .map(|_| {
+                let claimer = claim::Claimer {
+                    inner: Arc::clone(&inner),
+                    capacity: Arc::clone(&capacity),
+                    wake: wake_rx.clone(),
+                    jobs: jobs.clone(),
+                    finished: finished_tx.clone(),
+                    hard_stop: hard_stop.clone(),
+                };
+                tasks.spawn(claimer.run(shutdown.clone()).in_current_span())
+            })
+            .collect();
+        drop(finished_tx);
+        for claimer in claimers {
+            let _ = claimer.await;
+        }
+
+        tracing::info!(
+            in_flight = jobs.len(),
+            "worker stopping; draining in-flight jobs"
+        );
+        jobs.close();
+        jobs.wait().await;
+        let _ = completer.await;
+        background.cancel();
+        tree.stop().await;
+        let aborted = std::mem::take(&mut *lock(&inner.aborted));
+        if aborted.is_empty() {
+            RuntimeLoopExit::Shutdown
+        } else {
+            RuntimeLoopExit::Aborted {
+                aborted_jobs: aborted,
+            }
+        }
+    }
+}
+
+/// The handler tasks: tracked apart so the drain can wait for them alone, and spawned through
+/// the worker's tree so they are dropped with it.
+#[derive(Clone)]
+struct JobTasks {
+    spawner: TaskSpawner,
+    tracker: tokio_util::task::TaskTracker,
+}
+
+impl JobTasks {
+    fn new(spawner: &TaskSpawner) -> Self {
+        Self {
+            spawner: spawner.clone(),
+            tracker: tokio_util::task::TaskTracker::new(),
+        }
+    }
+
+    fn spawn(&self, future: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.spawner.spawn(self.tracker.track_future(future));
+    }
+
+    fn len(&self) -> usize {
+        self.tracker.len()
+    }
+
+    fn close(&self) {
+        self.tracker.close();
+    }
+
+    async fn wait(&self) {
+        self.tracker.wait().await;
+    }
+}
+
+/// Runs a worker for `registry`'s job types with `config` until `shutdown` fires, then drains
+/// in-flight jobs without a deadline. Prefer the [`Supervisor`](crate::runtime::Supervisor),
+/// which adds the reaper, a shutdown deadline and failure reporting.
+pub async fn run_worker_loop(
+    pool: PgPool,
+    registry: Arc<JobRegistry>,
+    config: JobsConfig,
+    observers: JobLifecycleObservers,
+    shutdown: CancellationToken,
+) -> RuntimeLoopExit {
+    if let Err(err) = config.validate() {
+        return RuntimeLoopExit::InvalidConfig(err);
+    }
+    warn_if_pool_small(
+        &pool,
+        WorkerConfig::from_jobs_config(&config).connections_used(),
+    );
+    let tree = TaskTree::new();
+    let (observers, dispatcher) = observers.start(tree.spawner(), shutdown.clone());
+    let worker = match Worker::new(
+        pool,
+        registry,
+        WorkerConfig::from_jobs_config(&config),
+        observers,
+    ) {
+        Ok(worker) => worker,
+        Err(err) => return RuntimeLoopExit::InvalidConfig(err),
+    };
+    let exit = worker.run(shutdown, CancellationToken::new()).await;
+    if let Some(dispatcher) = dispatcher {
+        let _ = dispatcher.await;
+    }
+    exit
+}
+
+impl Inner {
+    fn claim_request(&self, limit: i64) -> ClaimRequest<'_> {
+        ClaimRequest::new(&self.config.worker_id, limit, self.config.lease_ttl)
+            .job_types(&self.job_types)
+    }
+
+    /// Registers a claimed job for heartbeats and returns its lease-lost signal.
+    fn track(&self, job: &ClaimedJob) -> CancellationToken {
+        let lost = CancellationToken::new();
+        lock(&self.running).insert(
+            job.id,
+            RunningLease {
+                attempt: job.attempt,
+                lost: lost.clone(),
+            },
+        );
+        lost
+    }
+
+    fn untrack(&self, job_id: JobId) {
+        lock(&self.running).remove(&job_id);
+    }
+}
+
+/// Exponential backoff after database errors: 50 ms doubling up to [`MAX_ERROR_BACKOFF`].
+#[derive(Debug, Default)]
+struct Backoff {
+    failures: u32,
+}
+
+impl Backoff {
+    fn next_delay(&mut self) -> Duration {
+        let delay = Duration::from_millis(50).saturating_mul(1 << self.failures.min(7));
+        self.failures = self.failures.saturating_add(1);
+        delay.min(MAX_ERROR_BACKOFF)
+    }
+
+    fn reset(&mut self) {
+        self.failures = 0;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

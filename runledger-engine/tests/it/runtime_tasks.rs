@@ -1,0 +1,142 @@
+//! A worker never stalls silently and never leaves tasks behind: a pool too small to make
+//! progress is refused up front, and dropping a Supervisor or finishing its shutdown (even one
+//! that missed its deadline) stops every task it started.
+
+use std::time::Duration;
+
+use runledger_engine::core::jobs::JobCompletion;
+use runledger_engine::runtime::Supervisor;
+use runledger_engine::runtime::catalog::JobCatalog;
+use runledger_engine::runtime::observer::{JobLifecycleObserver, JobSucceededEvent};
+use serde_json::json;
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+use crate::support::{fast_config, handler, insert_job, wait_for_status};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A pool on the test's database allowing `max` connections.
+async fn pool_of(pool: &PgPool, max: u32) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(max)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap()
+}
+
+fn quick_catalog() -> JobCatalog {
+    JobCatalog::new().job(
+        "quick",
+        handler("quick", |_, _| async { Ok(JobCompletion::success()) }),
+    )
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_pool_of_one_connection_is_refused_before_anything_starts(pool: PgPool) {
+    let catalog = quick_catalog();
+    let one = pool_of(&pool, 1).await;
+    let err = Supervisor::builder(&one, fast_config("w-one"))
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.code(), "config.pool_too_small");
+    assert!(err.to_string().contains("at least 2"), "{err}");
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn the_smallest_accepted_pool_drains_the_queue(pool: PgPool) {
+    let catalog = quick_catalog();
+    catalog.sync_definitions(&pool).await.unwrap();
+    for n in 0..300 {
+        insert_job(&pool, "quick", json!({ "n": n })).await;
+    }
+    let two = pool_of(&pool, 2).await;
+    let supervisor = Supervisor::builder(&two, fast_config("w-two"))
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap();
+    wait_for_status(&pool, "SUCCEEDED", 300, WAIT).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+}
+
+/// Tasks alive on this test's runtime.
+fn alive_tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+/// Waits until no more tasks are alive than `baseline`, failing after a deadline.
+async fn wait_until_tasks_end(baseline: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while alive_tasks() > baseline {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} task(s) outlived the runtime that started them",
+            alive_tasks() - baseline
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+struct Quiet;
+
+impl JobLifecycleObserver for Quiet {
+    fn on_job_succeeded(&self, _: &JobSucceededEvent) {}
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn dropping_a_supervisor_stops_every_task_it_started(pool: PgPool) {
+    let catalog = quick_catalog();
+    catalog.sync_definitions(&pool).await.unwrap();
+    insert_job(&pool, "quick", json!({})).await;
+    let baseline = alive_tasks();
+    let supervisor = Supervisor::builder(&pool, fast_config("w-dropped"))
+        .unwrap()
+        .with_catalog(&catalog)
+        .with_job_lifecycle_observer(Quiet)
+        .build()
+        .unwrap();
+    wait_for_status(&pool, "SUCCEEDED", 1, WAIT).await;
+    assert!(alive_tasks() > baseline);
+
+    drop(supervisor);
+    wait_until_tasks_end(baseline).await;
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_shutdown_that_misses_its_deadline_still_stops_every_task(pool: PgPool) {
+    // A handler that blocks its thread between awaits, as careless code does: it cannot be
+    // dropped in the middle of a block, so the worker misses even the hard stop's grace and
+    // its loop is aborted.
+    let catalog = JobCatalog::new().job(
+        "stuck",
+        handler("stuck", |_, _| async {
+            loop {
+                std::thread::sleep(Duration::from_millis(800));
+                tokio::task::yield_now().await;
+            }
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    insert_job(&pool, "stuck", json!({})).await;
+    let baseline = alive_tasks();
+    let supervisor = Supervisor::builder(&pool, fast_config("w-stuck"))
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap();
+    wait_for_status(&pool, "LEASED", 1, WAIT).await;
+
+    let err = supervisor
+        .shutdown_with_timeout(Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "runtime.shutdown_deadline_exceeded");
+    // Nothing keeps running (in particular no LISTEN task retrying against a closed pool).
+    wait_until_tasks_end(baseline).await;
+    pool.close().await;
+}
