@@ -30,10 +30,10 @@ async fn crawl(handle: String) -> Result<String, JobError> {
     ))
 }
 
-/// Step 2a: reads step 1's output, typed.
+/// Step 2a: receives step 1's output, typed; the compiler checks that `crawl` is one of its
+/// prerequisites in `Research`.
 #[job(name = "quickstart.classify")]
-async fn classify(ctx: JobContext) -> Result<String, JobError> {
-    let page = ctx.output(Research::CRAWL).await?;
+async fn classify(#[output(Research::CRAWL)] page: String) -> Result<String, JobError> {
     let topic = if page.contains("Rust") {
         "systems"
     } else {
@@ -44,8 +44,7 @@ async fn classify(ctx: JobContext) -> Result<String, JobError> {
 
 /// Step 2b: runs in parallel with 2a.
 #[job(name = "quickstart.score")]
-async fn score(ctx: JobContext) -> Result<u32, JobError> {
-    let page = ctx.output(Research::CRAWL).await?;
+async fn score(#[output(Research::CRAWL)] page: String) -> Result<u32, JobError> {
     Ok(page.split_whitespace().count() as u32 * 10)
 }
 
@@ -62,11 +61,15 @@ pub struct Profile {
 
 /// Step 3: joins 2a and 2b.
 #[job(name = "quickstart.persist")]
-async fn persist(ctx: JobContext, handle: String) -> Result<Profile, JobError> {
+async fn persist(
+    handle: String,
+    #[output(Research::CLASSIFY)] topic: String,
+    #[output(Research::SCORE)] score: u32,
+) -> Result<Profile, JobError> {
     Ok(Profile {
         handle,
-        topic: ctx.output(Research::CLASSIFY).await?,
-        score: ctx.output(Research::SCORE).await?,
+        topic,
+        score,
     })
 }
 
@@ -128,17 +131,17 @@ mod tests {
     use std::time::Duration;
 
     use runledger::prelude::*;
-    use runledger::testing::{TestContext, TestDatabase, assert_enqueued, drain};
+    use runledger::testing::{TestDatabase, assert_enqueued, drain};
 
     use super::*;
 
-    /// A step handler is a plain async fn: give it the outputs of its prerequisites.
+    /// A step handler is a plain async fn: pass the outputs of its prerequisites as arguments.
     #[tokio::test]
     async fn classify_reads_the_crawled_page() {
-        let ctx = TestContext::for_job::<Classify>()
-            .with_output(Research::CRAWL, "ada writes Rust".to_owned())
-            .build();
-        assert_eq!(classify(ctx).await.unwrap(), "systems");
+        assert_eq!(
+            classify("ada writes Rust".to_owned()).await.unwrap(),
+            "systems"
+        );
     }
 
     /// The whole workflow, run inline against a fresh database: no worker, no sleeping.

@@ -4,7 +4,7 @@
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type, TypeReference};
+use syn::{Expr, FnArg, Ident, ItemFn, Pat, ReturnType, Type, TypeReference};
 
 use crate::args;
 use crate::case;
@@ -53,6 +53,19 @@ struct Field {
     ty: Type,
 }
 
+/// One `#[output(Workflow::STEP)]` argument: a prerequisite's output, read before the call.
+struct Read {
+    step: Expr,
+    ty: Type,
+}
+
+/// How the fn's arguments are passed, in order.
+enum Argument {
+    Context,
+    Field(usize),
+    Read(usize),
+}
+
 /// What the fn returns.
 struct Return {
     /// The whole return type.
@@ -67,6 +80,8 @@ struct Return {
 struct JobFn {
     takes_context: bool,
     fields: Vec<Field>,
+    reads: Vec<Read>,
+    arguments: Vec<Argument>,
     returns: Option<Return>,
 }
 
@@ -78,6 +93,8 @@ pub(crate) fn expand(
 ) -> TokenStream {
     let mut errors = Errors::default();
     let job_args = parse_args(args, &mut errors);
+    let (function, reads) = take_reads(function, &mut errors);
+    let function = &function;
     let mut out = quote!(#function);
     if let Some(receiver) = function.sig.receiver() {
         // A method: no payload struct can be generated inside an `impl` block.
@@ -88,7 +105,7 @@ pub(crate) fn expand(
         out.extend(errors.into_compile_errors());
         return out;
     }
-    let model = parse_fn(function, &mut errors);
+    let model = parse_fn(function, reads, &mut errors);
     let payload = job_args
         .payload
         .clone()
@@ -169,7 +186,44 @@ pub(crate) fn is_context(ty: &Type) -> bool {
     }
 }
 
-fn parse_fn(function: &ItemFn, errors: &mut Errors) -> JobFn {
+const OUTPUT_USAGE: &str = "#[output(Research::CRAWL)] page: String";
+
+/// Takes the `#[output(..)]` attributes off the fn's arguments (the compiler would not know
+/// them), returning, per argument, the step it reads.
+fn take_reads(function: &ItemFn, errors: &mut Errors) -> (ItemFn, Vec<Option<Expr>>) {
+    let mut function = function.clone();
+    let mut reads = Vec::new();
+    for input in &mut function.sig.inputs {
+        let FnArg::Typed(typed) = input else {
+            reads.push(None);
+            continue;
+        };
+        let mut step = None;
+        typed.attrs.retain(|attr| {
+            if !attr.path().is_ident("output") {
+                return true;
+            }
+            match attr.parse_args::<Expr>() {
+                Ok(expr) if step.is_none() => step = Some(expr),
+                Ok(_) => errors.spanned(
+                    attr,
+                    "an argument reads one step: remove the second #[output(..)]",
+                ),
+                Err(_) => errors.spanned(
+                    attr,
+                    format!(
+                        "expected the step whose output this argument reads, as in {OUTPUT_USAGE}"
+                    ),
+                ),
+            }
+            false
+        });
+        reads.push(step);
+    }
+    (function, reads)
+}
+
+fn parse_fn(function: &ItemFn, reads: Vec<Option<Expr>>, errors: &mut Errors) -> JobFn {
     let sig = &function.sig;
     if sig.asyncness.is_none() {
         errors.spanned(sig.fn_token, "#[job] needs an `async fn`");
@@ -183,10 +237,22 @@ fn parse_fn(function: &ItemFn, errors: &mut Errors) -> JobFn {
     let mut model = JobFn {
         takes_context: false,
         fields: Vec::new(),
+        reads: Vec::new(),
+        arguments: Vec::new(),
         returns: None,
     };
-    for (index, input) in sig.inputs.iter().enumerate() {
+    for ((index, input), read) in sig.inputs.iter().enumerate().zip(reads) {
         let FnArg::Typed(typed) = input else { continue };
+        if let Some(step) = read {
+            if check_owned(&typed.ty, errors) {
+                model.arguments.push(Argument::Read(model.reads.len()));
+                model.reads.push(Read {
+                    step,
+                    ty: (*typed.ty).clone(),
+                });
+            }
+            continue;
+        }
         if is_context(&typed.ty) {
             if let Type::Reference(reference) = &*typed.ty {
                 errors.spanned(
@@ -197,6 +263,7 @@ fn parse_fn(function: &ItemFn, errors: &mut Errors) -> JobFn {
                 errors.spanned(&typed.ty, "`JobContext` must be the first argument");
             }
             model.takes_context = index == 0;
+            model.arguments.push(Argument::Context);
             continue;
         }
         let Pat::Ident(pat) = &*typed.pat else {
@@ -214,6 +281,7 @@ fn parse_fn(function: &ItemFn, errors: &mut Errors) -> JobFn {
             continue;
         }
         if check_owned(&typed.ty, errors) {
+            model.arguments.push(Argument::Field(model.fields.len()));
             model.fields.push(Field {
                 ident: pat.ident.clone(),
                 ty: (*typed.ty).clone(),
@@ -397,8 +465,30 @@ fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobF
         .error
         .as_ref()
         .map_or(return_ty.span(), Spanned::span);
-    let field_names: Vec<&Ident> = model.fields.iter().map(|f| &f.ident).collect();
-    let context = model.takes_context.then(|| quote!(ctx,));
+    let arguments = model.arguments.iter().map(|argument| match argument {
+        Argument::Context => quote!(ctx),
+        Argument::Field(index) => {
+            let ident = &model.fields[*index].ident;
+            quote!(self.#ident)
+        }
+        Argument::Read(index) => {
+            let read = format_ident!("__runledger_read_{index}");
+            quote!(#read)
+        }
+    });
+    let reads = model.reads.iter().enumerate().map(|(index, Read { step, ty })| {
+        let read = format_ident!("__runledger_read_{index}");
+        let probe = quote_spanned!(ty.span()=> ::runledger::__private::ReadProbe::new(#step, ::core::marker::PhantomData::<#ty>));
+        quote! {
+            let #read = match (&&#probe).read_output(&ctx).await {
+                ::core::result::Result::Ok(value) => value,
+                ::core::result::Result::Err(error) => return ::core::result::Result::Err(error),
+            };
+        }
+    });
+    let read_decls = model.reads.iter().map(|Read { step, ty }| {
+        quote_spanned!(ty.span()=> ::runledger::__private::ReadDecl::new(#step, ::core::marker::PhantomData::<#ty>))
+    });
     let unused = (!model.takes_context).then(|| quote!(let _ = ctx;));
     let argument_checks = model.fields.iter().map(
         |Field { ty, .. }| quote_spanned!(ty.span()=> (&&&&Probe::<#ty>::new()).check_argument();),
@@ -413,6 +503,7 @@ fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobF
             impl ::runledger::Job for #payload {
                 const NAME: &'static str = #name;
                 const DEFAULTS: ::runledger::JobDefaults = ::runledger::JobDefaults::new() #(#defaults)*;
+                const READS: &'static [::runledger::__private::ReadDecl] = &[#(#read_decls),*];
                 type Output = #output;
 
                 fn run(
@@ -421,10 +512,12 @@ fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobF
                 ) -> impl ::core::future::Future<
                     Output = ::core::result::Result<Self::Output, ::runledger::JobError>,
                 > + ::core::marker::Send {
-                    #unused
                     async move {
                         use ::runledger::__private::checks::{ErrorInto as _, ErrorText as _, ErrorUnsupported as _};
-                        let returned = #fn_name(#context #(self.#field_names),*).await;
+                        use ::runledger::__private::{ReadOk as _, ReadUnreadable as _};
+                        #(#reads)*
+                        #unused
+                        let returned = #fn_name(#(#arguments),*).await;
                         match #into_result {
                             ::core::result::Result::Ok(output) => ::core::result::Result::Ok(output),
                             ::core::result::Result::Err(error) => ::core::result::Result::Err(#convert),
@@ -441,9 +534,11 @@ fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobF
                 #output_check
             }
 
-            fn __runledger_handler() -> ::std::sync::Arc<dyn ::runledger::engine::runtime::registry::JobHandler> {
+            fn __runledger_handler(
+                data: ::std::sync::Arc<::runledger::__private::Data>,
+            ) -> ::std::sync::Arc<dyn ::runledger::engine::runtime::registry::JobHandler> {
                 use ::runledger::__private::checks::{HandlerOk as _, HandlerUnrunnable as _};
-                (&&::runledger::__private::checks::Probe::<#payload>::new()).job_handler()
+                (&&::runledger::__private::checks::Probe::<#payload>::new()).job_handler(data)
             }
 
             ::runledger::__private::inventory::submit! {

@@ -12,11 +12,13 @@ use crate::errors::Errors;
 use crate::job;
 use crate::syntax;
 
-pub(crate) const USAGE: &str = "#[schedule(cron = \"0 */5 * * * *\", name = \"reports.refresh\")]";
+pub(crate) const USAGE: &str =
+    "#[schedule(cron = \"0 3 * * 1-5\", tz = \"Europe/Berlin\", name = \"reports.refresh\")]";
 
 #[derive(Clone, Copy)]
 enum Key {
     Cron,
+    Tz,
     Name,
     Jitter,
     Active,
@@ -24,13 +26,15 @@ enum Key {
 
 const KEYS: &[(&str, Key)] = &[
     ("cron", Key::Cron),
+    ("tz", Key::Tz),
     ("name", Key::Name),
     ("jitter", Key::Jitter),
     ("active", Key::Active),
 ];
 
 struct ScheduleArgs {
-    cron: Option<String>,
+    cron: Option<LitStr>,
+    time_zone: Option<(LitStr, runledger_cron::TimeZone)>,
     name: Option<String>,
     jitter_seconds: i32,
     active: bool,
@@ -100,6 +104,7 @@ pub(crate) fn expand_stacked(
 fn parse_args(tokens: TokenStream, errors: &mut Errors) -> ScheduleArgs {
     let mut parsed = ScheduleArgs {
         cron: None,
+        time_zone: None,
         name: None,
         jitter_seconds: 0,
         active: true,
@@ -108,8 +113,11 @@ fn parse_args(tokens: TokenStream, errors: &mut Errors) -> ScheduleArgs {
     for arg in args::parse(tokens, USAGE, KEYS, errors) {
         match arg.key {
             Key::Cron => {
-                parsed.cron = args::lit_str(&arg.value, "cron = \"0 */5 * * * *\"", errors)
-                    .and_then(|lit| cron(&lit, errors));
+                parsed.cron = args::lit_str(&arg.value, "cron = \"0 */5 * * * *\"", errors);
+            }
+            Key::Tz => {
+                parsed.time_zone = args::lit_str(&arg.value, "tz = \"Europe/Berlin\"", errors)
+                    .and_then(|lit| time_zone(&lit, errors).map(|tz| (lit, tz)));
             }
             Key::Name => {
                 parsed.name = args::lit_str(&arg.value, "name = \"reports.refresh\"", errors)
@@ -129,23 +137,53 @@ fn parse_args(tokens: TokenStream, errors: &mut Errors) -> ScheduleArgs {
             }
         }
     }
-    if parsed.cron.is_none() && errors.is_empty() {
-        errors.at(usage_span, format!("missing `cron`; expected {USAGE}"));
+    match &parsed.cron {
+        Some(lit) => {
+            let time_zone = parsed.time_zone.as_ref().map(|(_, tz)| *tz);
+            if !cron(lit, time_zone.unwrap_or_default(), errors) {
+                parsed.cron = None;
+            }
+        }
+        None if errors.is_empty() => {
+            errors.at(usage_span, format!("missing `cron`; expected {USAGE}"));
+        }
+        None => {}
     }
     parsed
 }
 
-fn cron(lit: &LitStr, errors: &mut Errors) -> Option<String> {
+/// Checks the expression with the scheduler's own parser: malformed, or matching no date.
+fn cron(lit: &LitStr, time_zone: runledger_cron::TimeZone, errors: &mut Errors) -> bool {
     let expression = lit.value();
-    match runledger_cron::CronSchedule::parse(&expression) {
-        Ok(_) => Some(expression),
+    let Err(err) = runledger_cron::CronSchedule::parse_in(&expression, time_zone) else {
+        return true;
+    };
+    let message = if err.never_fires() {
+        format!(
+            "the cron expression \"{expression}\" never fires: no date matches all of its fields (day-of-month, month, day-of-week and year must all match)"
+        )
+    } else {
+        format!(
+            "invalid cron expression \"{expression}\": {}; expected `min hour day month weekday` (5 fields), `sec min hour day month weekday [year]`, or an alias such as @hourly; weekdays are 0-7 (0 and 7 are Sunday) or MON-SUN",
+            err.internal_message()
+        )
+    };
+    errors.spanned(lit, message);
+    false
+}
+
+/// An IANA time zone name, checked against the database the scheduler uses.
+fn time_zone(lit: &LitStr, errors: &mut Errors) -> Option<runledger_cron::TimeZone> {
+    match runledger_cron::TimeZone::parse(&lit.value()) {
+        Ok(time_zone) => Some(time_zone),
         Err(err) => {
+            let hint = match err.suggestion() {
+                Some(name) => format!("did you mean \"{name}\"?"),
+                None => "expected an IANA name such as \"Europe/Berlin\", \"America/New_York\" or \"UTC\"".to_owned(),
+            };
             errors.spanned(
                 lit,
-                format!(
-                    "invalid cron expression \"{expression}\": {}; expected `sec min hour day month weekday` (seconds first, optional year), a 5-field crontab line, or an alias such as @hourly",
-                    err.internal_message()
-                ),
+                format!("unknown time zone \"{}\"; {hint}", lit.value()),
             );
             None
         }
@@ -157,7 +195,8 @@ fn registration(parsed: &ScheduleArgs, fn_name: &Ident, payload: &TokenStream) -
         .name
         .clone()
         .unwrap_or_else(|| fn_name.to_string().trim_start_matches("r#").to_owned());
-    let cron = parsed.cron.clone().unwrap_or_default();
+    let cron = parsed.cron.as_ref().map(LitStr::value).unwrap_or_default();
+    let time_zone = parsed.time_zone.as_ref().map_or("UTC", |(_, tz)| tz.name());
     let jitter = parsed.jitter_seconds;
     let active = parsed.active;
     quote! {
@@ -173,6 +212,7 @@ fn registration(parsed: &ScheduleArgs, fn_name: &Ident, payload: &TokenStream) -
                 ::runledger::__private::ScheduleRegistration::new(
                     #name,
                     #cron,
+                    #time_zone,
                     #jitter,
                     #active,
                     __runledger_schedule_payload,

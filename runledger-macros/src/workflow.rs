@@ -254,6 +254,10 @@ fn workflow_impl(
                 #(#options)*
         }
     });
+    let read_checks = steps
+        .iter()
+        .filter(|s| !is_readless(&s.ty))
+        .map(|s| read_check(name, s, &key_of));
     let (result_step, output) = match result.and_then(|r| steps.iter().find(|s| &s.field == r)) {
         Some(step) => {
             let (key, ty) = (&step.key, &step.ty);
@@ -295,6 +299,15 @@ fn workflow_impl(
                 #(#option_checks)*
             }
 
+            #(#read_checks)*
+
+            /// A workflow reads nothing as a step; `#[workflow]` refuses it as one, with its own
+            /// message, and this keeps the read check from reporting it a second time.
+            #[automatically_derived]
+            impl ::runledger::__private::StepReads for #ident {
+                const READS: &'static [::runledger::__private::ReadDecl] = &[];
+            }
+
             ::runledger::__private::inventory::submit! {
                 ::runledger::__private::WorkflowRegistration::new::<#ident>(
                     ::core::file!(),
@@ -302,6 +315,39 @@ fn workflow_impl(
                     ::core::column!(),
                 )
             }
+        };
+    }
+}
+
+/// `Vec` and `Option` fields are no steps; the step check says what to write instead, and
+/// the read check stays out of its way.
+fn is_readless(ty: &Type) -> bool {
+    ["Vec", "Option"]
+        .iter()
+        .any(|name| syntax::is_named(ty, name))
+}
+
+/// The constant that checks a step's `#[output(..)]` reads against its edges, evaluated by the
+/// compiler, failing on the step's field with a message that names both steps.
+fn read_check(workflow: &str, step: &Step, key_of: &impl Fn(&Ident) -> String) -> TokenStream {
+    let ty = &step.ty;
+    let key = &step.key;
+    let edges = step
+        .after
+        .iter()
+        .map(|p| {
+            let key = key_of(p);
+            quote!(::runledger::__private::Edge::after(#key))
+        })
+        .chain(step.after_terminal.iter().map(|p| {
+            let key = key_of(p);
+            quote!(::runledger::__private::Edge::after_terminal(#key))
+        }));
+    quote_spanned! {step.field.span()=>
+        const _: () = if let ::core::option::Option::Some(problem) =
+            ::runledger::__private::check_reads::<#ty>(#workflow, #key, &[#(#edges),*])
+        {
+            ::core::panic!("{}", problem.message())
         };
     }
 }

@@ -424,7 +424,15 @@ impl DefinitionRow {
             schedules: schedules
                 .iter()
                 .filter(|s| s.job_type == definition.job_type)
-                .map(|s| (s.name.clone(), s.cron_expr.clone(), s.is_active))
+                .map(|s| {
+                    // A schedule in another zone than UTC shows it: `0 9 * * * (Europe/Berlin)`.
+                    let cron = if s.time_zone == "UTC" {
+                        s.cron_expr.clone()
+                    } else {
+                        format!("{} ({})", s.cron_expr, s.time_zone)
+                    };
+                    (s.name.clone(), cron, s.is_active)
+                })
                 .collect(),
             job_type: definition.job_type,
             enabled: definition.is_enabled,

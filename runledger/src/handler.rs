@@ -2,24 +2,31 @@
 //! output.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::context::JobContext;
+use crate::context::{Data, JobContext};
 use crate::engine::core::jobs::{JobCompletion, JobContext as EngineContext, JobFailure, JobType};
 use crate::engine::core::prelude::async_trait;
 use crate::engine::runtime::registry::JobHandler;
 use crate::job::Job;
 
-/// Runs a typed job. A payload that does not decode dead-letters the job with
-/// `job.payload_invalid`; every output is stored, `()` and `None` as JSON `null`, so that a
-/// workflow whose result step returns them has a result.
-pub(crate) struct TypedHandler<J>(PhantomData<fn() -> J>);
+/// Runs a typed job with the worker's shared state. A payload that does not decode
+/// dead-letters the job with `job.payload_invalid`; every output is stored, `()` and `None` as
+/// JSON `null`, so that a workflow whose result step returns them has a result.
+pub(crate) struct TypedHandler<J> {
+    data: Arc<Data>,
+    _job: PhantomData<fn() -> J>,
+}
 
 impl<J> TypedHandler<J> {
-    pub(crate) fn new() -> Self {
-        Self(PhantomData)
+    pub(crate) fn new(data: Arc<Data>) -> Self {
+        Self {
+            data,
+            _job: PhantomData,
+        }
     }
 }
 
@@ -44,7 +51,7 @@ where
             )
         })?;
         let output = job
-            .run(JobContext::new(context))
+            .run(JobContext::with_data(context, Arc::clone(&self.data)))
             .await
             .map_err(crate::JobError::into_failure)?;
         let output = serde_json::to_value(output).map_err(|e| {

@@ -52,6 +52,11 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// Definition values written when a worker syncs definitions at startup.
     const DEFAULTS: JobDefaults = JobDefaults::new();
 
+    /// The prerequisite outputs the job reads (its `#[output(..)]` arguments), checked by each
+    /// `#[workflow]` that uses it (generated).
+    #[doc(hidden)]
+    const READS: &'static [crate::reads::ReadDecl] = &[];
+
     /// What a successful attempt returns; stored as JSON on the job (and on its workflow step),
     /// so a serde type (`#[job]` checks it at compile time; [`JobHandle::output`] requires
     /// `Deserialize`).

@@ -14,9 +14,10 @@
 //!     Ok(format!("page of {profile_id}"))
 //! }
 //!
+//! // A step receives its prerequisites' outputs as `#[output(..)]` arguments; the compiler
+//! // checks that each is a prerequisite of the step in every workflow that uses it.
 //! #[job(name = "profiles.score")]
-//! async fn score(ctx: JobContext) -> Result<usize, JobError> {
-//!     let page = ctx.output(Research::CRAWL).await?;
+//! async fn score(#[output(Research::CRAWL)] page: String) -> Result<usize, JobError> {
 //!     Ok(page.len())
 //! }
 //!
@@ -51,9 +52,11 @@
 
 mod context;
 mod error;
+mod fan_out;
 mod handler;
 mod job;
 mod output;
+mod reads;
 mod registry;
 mod step;
 mod worker;
@@ -93,8 +96,9 @@ pub use uuid;
 pub use runledger_engine::runtime::config::JobsConfig;
 
 pub use context::JobContext;
-pub use engine::core::jobs::JobDefaults;
+pub use engine::core::jobs::{JobDefaults, JobProgressUpdate};
 pub use error::{Error, HANDLER_ERROR_CODE, JobError};
+pub use fan_out::{FAN_IN_JOB_TYPE, FanOut, FanOutStep, fan_in_handler};
 pub use job::{EnqueueOptions, Job, JobHandle, enqueue_batch, enqueue_batch_with};
 pub use registry::{
     RegisteredJob, RegisteredSchedule, RegisteredWorkflow, SourceLocation, registered_jobs,
@@ -109,6 +113,10 @@ pub use workflow::{Wait, Workflow, WorkflowHandle, WorkflowOptions};
 /// The arguments after an optional leading [`JobContext`] become the public fields of a
 /// generated payload struct (serde, `Debug`, `Clone`) named in PascalCase after the fn; the
 /// struct implements [`Job`] and is registered so that every [`Worker`] in the binary runs it.
+/// An argument marked `#[output(Workflow::STEP)]` is no payload field: it receives the stored
+/// output of that workflow step, which must be a prerequisite of this job's step (see
+/// [`#[workflow]`](macro@workflow)); its type is the step's output type, or an `Option` of it
+/// for an `#[after_terminal]` prerequisite (`None` when the prerequisite did not succeed).
 /// The fn returns `Result<T, E>` (or an alias whose name ends in `Result`, such as
 /// `anyhow::Result<T>` or `std::io::Result<T>`): `T` (any serde type) is the stored output, and
 /// `E` is [`JobError`], or one of these, converted into a retryable failure carrying the error's
@@ -141,7 +149,7 @@ pub use workflow::{Wait, Workflow, WorkflowHandle, WorkflowOptions};
 ///     if !to.contains('@') {
 ///         return Err(JobError::terminal("no @ in the address").with_code("email.invalid"));
 ///     }
-///     let _ = (ctx.attempt, subject);
+///     let _ = (ctx.attempt(), subject);
 ///     Ok(())
 /// }
 ///
@@ -155,7 +163,12 @@ pub use runledger_macros::job;
 ///
 /// Each field is a step: a `#[job]` payload type or an [`External<T>`] gate. Field attributes
 /// declare the DAG, checked at compile time (unknown steps, cycles, self and duplicate edges,
-/// several results are errors on your tokens):
+/// several results are errors on your tokens). The data flow is checked too: each
+/// `#[output(W::STEP)]` argument of a step's job must name a step of this workflow that is
+/// one of the step's prerequisites, read as an `Option` when it is an `#[after_terminal]`
+/// one; otherwise the build fails with a message naming both steps, on the step's field. A job
+/// whose reads name one workflow's steps is a step of that workflow only; a job that reads
+/// nothing can be a step of any number of workflows.
 ///
 /// | attribute | example | meaning |
 /// | --- | --- | --- |
@@ -167,23 +180,30 @@ pub use runledger_macros::job;
 /// | `#[step(max_attempts = ..)]` | `#[step(max_attempts = 2)]` | the step job's attempts |
 /// | `#[step(timeout = ..)]` | `#[step(timeout = "5m")]` | the step job's timeout |
 ///
-/// Each step field is a `#[job]` payload or an `External<T>` gate whose `T` is a serde type;
+/// A [`FanOut<J>`] field is a step filled at run time by another step with any number of `J`
+/// jobs ([`JobContext::fan_out`]); its output is the `Vec` of theirs.
+///
+/// Each step field is a `#[job]` payload, an `External<T>` gate whose `T` is a serde type, or a
+/// `FanOut<J>`;
 /// a nested workflow, a `Vec` or an `Option` of jobs, and `#[step(priority | max_attempts |
 /// timeout)]` on a gate are compile errors that say what to write instead. Two workflows with
 /// the same name fail worker startup with `worker.duplicate_workflow`.
 ///
 /// The attribute takes `name = "..."` (default: the struct name in snake case, acronyms kept
 /// whole: `HTTPCrawl` is `http_crawl`). It implements
-/// [`Workflow`] and adds one [`Step`] constant per field (`Research::CRAWL`) for typed reads in
-/// handlers ([`JobContext::output`]) and typed gate completion
+/// [`Workflow`] and adds one [`Step`] constant per field (`Research::CRAWL`) for typed reads
+/// (`#[output(Research::CRAWL)]`) and typed gate completion
 /// ([`WorkflowHandle::complete_gate`]).
 ///
 /// ```
 /// use runledger::prelude::*;
 ///
 /// #[job] async fn crawl(url: String) -> Result<String, JobError> { Ok(url) }
-/// #[job] async fn score(ctx: JobContext) -> Result<usize, JobError> {
-///     Ok(ctx.output(Research::CRAWL).await?.len())
+/// #[job] async fn score(
+///     #[output(Research::CRAWL)] page: String,
+///     #[output(Research::APPROVAL)] approved: bool,
+/// ) -> Result<usize, JobError> {
+///     Ok(if approved { page.len() } else { 0 })
 /// }
 ///
 /// #[workflow(name = "profiles.research")]
@@ -192,7 +212,7 @@ pub use runledger_macros::job;
 ///     crawl: Crawl,
 ///     #[after(crawl)]
 ///     approval: External<bool>,
-///     #[after(approval)]
+///     #[after(crawl, approval)]
 ///     #[result]
 ///     score: Score,
 /// }
@@ -207,11 +227,21 @@ pub use runledger_macros::workflow;
 ///
 /// Put it on a plain fn that returns the job payload to enqueue, or stack it on a `#[job]` fn
 /// whose arguments are all `Option`s (each fire then enqueues `{}`). The cron expression is
-/// checked at compile time; it is evaluated in UTC.
+/// checked at compile time with the scheduler's own parser, including that it fires at all
+/// (`0 0 30 2 *` does not compile); it is evaluated in UTC, or in the IANA time zone `tz`.
+///
+/// **Weekdays** are numbered as in crontab in every form: `0` and `7` are Sunday, `1` is
+/// Monday, `6` Saturday, and names work (`MON-FRI`), so `0 3 * * 1-5` and `0 0 3 * * 1-5` both
+/// fire at 03:00 Monday to Friday. When day-of-month and day-of-week are both restricted, a
+/// fire matches both. **Time zones**: with `tz`, fires are wall-clock times there, computed
+/// across daylight-saving changes (a fire in the skipped spring hour runs at the first valid
+/// time after it; a fixed-time fire in the repeated autumn hour runs once); the zone is stored
+/// on the schedule.
 ///
 /// | key | example | meaning |
 /// | --- | --- | --- |
-/// | `cron` | `cron = "0 */5 * * * *"` | required: 6 fields (seconds first, optional 7th year), a 5-field crontab line, or `@hourly`-style |
+/// | `cron` | `cron = "0 */5 * * * *"` | required: a 5-field crontab line, 6 fields (seconds first, optional 7th year), or `@hourly`-style |
+/// | `tz` | `tz = "Europe/Berlin"` | the IANA time zone the expression is evaluated in (default `UTC`), checked at compile time |
 /// | `name` | `name = "reports.refresh"` | the unique schedule name (default: the fn name) |
 /// | `jitter` | `jitter = "30s"` | upper bound of a deterministic per-fire delay |
 /// | `active` | `active = false` | whether it fires (applied on every sync) |
@@ -227,7 +257,7 @@ pub use runledger_macros::workflow;
 ///     RefreshReports { full: false }
 /// }
 ///
-/// #[schedule(cron = "0 3 * * 1-5", name = "sessions.cleanup.weekdays")]
+/// #[schedule(cron = "0 3 * * 1-5", tz = "Europe/Berlin", name = "sessions.cleanup.weekdays")]
 /// #[job(name = "sessions.cleanup")]
 /// async fn cleanup(older_than_days: Option<u32>) -> Result<u32, JobError> {
 ///     Ok(older_than_days.unwrap_or(30))

@@ -11,6 +11,6 @@
 //! ```
 
 pub use crate::{
-    EnqueueOptions, External, Job, JobContext, JobError, Step, Wait, Worker, Workflow,
+    EnqueueOptions, External, FanOut, Job, JobContext, JobError, Step, Wait, Worker, Workflow,
     WorkflowHandle, WorkflowOptions, job, schedule, workflow,
 };

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::context::Data;
 use crate::engine::core::jobs::JobDefaults;
 use crate::engine::runtime::registry::JobHandler;
 use crate::error::Error;
@@ -35,14 +36,17 @@ impl fmt::Display for SourceLocation {
 pub struct JobRegistration {
     pub(crate) name: &'static str,
     pub(crate) defaults: JobDefaults,
-    pub(crate) handler: fn() -> Arc<dyn JobHandler>,
+    pub(crate) handler: HandlerFactory,
     pub(crate) location: SourceLocation,
 }
+
+/// Makes a typed job's engine handler around a worker's shared state.
+type HandlerFactory = fn(Arc<Data>) -> Arc<dyn JobHandler>;
 
 impl JobRegistration {
     #[doc(hidden)]
     pub const fn new<J: Job>(
-        handler: fn() -> Arc<dyn JobHandler>,
+        handler: HandlerFactory,
         file: &'static str,
         line: u32,
         column: u32,
@@ -82,6 +86,7 @@ inventory::collect!(WorkflowRegistration);
 pub struct ScheduleRegistration {
     pub(crate) name: &'static str,
     pub(crate) cron: &'static str,
+    pub(crate) time_zone: &'static str,
     pub(crate) jitter_seconds: i32,
     pub(crate) active: bool,
     pub(crate) payload: fn() -> Result<(&'static str, Value), String>,
@@ -94,6 +99,7 @@ impl ScheduleRegistration {
     pub const fn new(
         name: &'static str,
         cron: &'static str,
+        time_zone: &'static str,
         jitter_seconds: i32,
         active: bool,
         payload: fn() -> Result<(&'static str, Value), String>,
@@ -104,6 +110,7 @@ impl ScheduleRegistration {
         Self {
             name,
             cron,
+            time_zone,
             jitter_seconds,
             active,
             payload,
@@ -115,7 +122,7 @@ impl ScheduleRegistration {
 inventory::collect!(ScheduleRegistration);
 
 /// One registered job type, as [`registered_jobs`] lists it, with the engine handler that
-/// runs it (made once, when the registrations are collected).
+/// runs it.
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct RegisteredJob {
@@ -125,15 +132,22 @@ pub struct RegisteredJob {
     pub defaults: JobDefaults,
     /// Where `#[job]` was used.
     pub location: SourceLocation,
-    handler: Arc<dyn JobHandler>,
+    make_handler: HandlerFactory,
 }
 
 impl RegisteredJob {
     /// The engine handler that runs this job: decodes the payload, calls the `#[job]` fn and
     /// stores its output. Hand it to an engine `JobCatalog` or `JobRegistry` to run typed jobs
-    /// under your own `Supervisor`.
+    /// under your own `Supervisor`. Its handler has no shared state: `ctx.data::<T>()` fails
+    /// with `job.data_missing` (a [`Worker`](crate::Worker) passes its
+    /// [`data`](crate::WorkerBuilder::data)).
     pub fn handler(&self) -> Arc<dyn JobHandler> {
-        Arc::clone(&self.handler)
+        (self.make_handler)(Arc::default())
+    }
+
+    /// The handler with a worker's shared state.
+    pub(crate) fn handler_with(&self, data: &Arc<Data>) -> Arc<dyn JobHandler> {
+        (self.make_handler)(Arc::clone(data))
     }
 }
 
@@ -167,6 +181,8 @@ pub struct RegisteredSchedule {
     pub job_name: &'static str,
     /// The cron expression.
     pub cron: &'static str,
+    /// The IANA time zone it is evaluated in (`UTC` unless `tz = ".."` says otherwise).
+    pub time_zone: &'static str,
     /// Jitter bound in seconds.
     pub jitter_seconds: i32,
     /// Whether it is active.
@@ -207,7 +223,7 @@ pub fn registered_jobs() -> Result<Vec<RegisteredJob>, Error> {
                 name: registration.name,
                 defaults: registration.defaults,
                 location: registration.location,
-                handler: (registration.handler)(),
+                make_handler: registration.handler,
             },
         );
     }
@@ -260,6 +276,7 @@ pub fn registered_schedules() -> Result<Vec<RegisteredSchedule>, Error> {
             name: registration.name,
             job_name,
             cron: registration.cron,
+            time_zone: registration.time_zone,
             jitter_seconds: registration.jitter_seconds,
             active: registration.active,
             payload,

@@ -5,9 +5,11 @@
 use std::fmt;
 use std::marker::PhantomData;
 
+use crate::fan_out::{FanOut, FanOutStep};
 use crate::job::Job;
 
-/// A field type a workflow step can have: a `#[job]` payload or an [`External`] gate.
+/// A field type a workflow step can have: a `#[job]` payload, an [`External`] gate, or a
+/// [`FanOut`] of jobs.
 ///
 /// `#[workflow]` checks each field at compile time and says what to use instead of a nested
 /// workflow, a `Vec` or an `Option` of jobs, or a gate whose output is not a serde type.
@@ -34,10 +36,15 @@ impl<T: 'static> WorkflowStep for External<T> {
     type Kind = GateStep;
 }
 
+impl<J: Job> WorkflowStep for FanOut<J> {
+    type Output = Vec<J::Output>;
+    type Kind = FanOutStep;
+}
+
 /// A gate: a step that runs no job and waits until it is completed from outside (a human
 /// approval, a webhook) with [`WorkflowHandle::complete_gate`](crate::WorkflowHandle::complete_gate);
-/// `T` is the output it is completed with (a serde type), which dependents read with
-/// [`JobContext::output`](crate::JobContext::output).
+/// `T` is the output it is completed with (a serde type), which dependents read as an
+/// `#[output(..)]` argument.
 ///
 /// ```
 /// use runledger::External;
@@ -76,7 +83,7 @@ impl<T> fmt::Debug for External<T> {
     }
 }
 
-mod sealed {
+pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
@@ -103,8 +110,8 @@ impl StepKind for GateStep {}
 /// [`WorkflowHandle::complete_gate`]: crate::WorkflowHandle::complete_gate
 /// [`WorkflowHandle::fail_gate`]: crate::WorkflowHandle::fail_gate
 #[diagnostic::on_unimplemented(
-    message = "only a gate can be completed or failed from outside; this step runs a job",
-    label = "a job step, not an `External<T>` gate",
+    message = "only a gate (`External<T>`) can be completed or failed from outside",
+    label = "not a gate: a job step or a fan-out, which the run completes itself",
     note = "declare the field as `runledger::External<T>` to make the workflow wait for an outside completion"
 )]
 pub trait Gate: StepKind {}

@@ -7,6 +7,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
+use crate::context::Data;
 use crate::engine::core::jobs::JobDefaults;
 use crate::engine::postgres::{
     DEFAULT_CONNECT_TIMEOUT, check_connection, ensure_schema_compatible, migrate,
@@ -18,6 +19,7 @@ use crate::engine::runtime::supervisor::BACKGROUND_LOOP_CONNECTIONS;
 use crate::engine::runtime::worker::WorkerConfig;
 use crate::engine::runtime::{JobLifecycleObserver, Supervisor, SupervisorBuilder};
 use crate::error::Error;
+use crate::fan_out::{FAN_IN_JOB_TYPE, fan_in_handler};
 use crate::registry::{
     RegisteredJob, RegisteredSchedule, registered_jobs, registered_schedules, registered_workflows,
 };
@@ -68,6 +70,7 @@ pub struct Worker {
     jobs: Vec<RegisteredJob>,
     handlers: Vec<EngineHandler>,
     schedules: Vec<RegisteredSchedule>,
+    data: Arc<Data>,
 }
 
 /// An engine handler registered next to the typed jobs.
@@ -146,6 +149,7 @@ impl Worker {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             observers: Vec::new(),
             handlers: Vec::new(),
+            data: Data::default(),
         }
     }
 
@@ -227,14 +231,19 @@ impl Worker {
     pub(crate) fn catalog(&self) -> JobCatalog {
         let mut catalog = JobCatalog::new();
         for job in &self.jobs {
-            catalog = catalog.shared_job(job.name, job.handler(), job.defaults);
+            catalog = catalog.shared_job(job.name, job.handler_with(&self.data), job.defaults);
         }
+        catalog = catalog.shared_job(
+            FAN_IN_JOB_TYPE,
+            fan_in_handler(self.pool.clone()),
+            JobDefaults::new(),
+        );
         for engine in &self.handlers {
             catalog =
                 catalog.shared_job(&engine.name, Arc::clone(&engine.handler), engine.defaults);
         }
         for schedule in &self.schedules {
-            catalog = catalog.schedule(CatalogJobScheduleSpec {
+            let spec = CatalogJobScheduleSpec {
                 name: schedule.name,
                 job_type: schedule.job_name,
                 cron_expr: schedule.cron,
@@ -243,7 +252,8 @@ impl Worker {
                 organization_id: None,
                 max_jitter_seconds: schedule.jitter_seconds,
                 next_fire_at: None,
-            });
+            };
+            catalog = catalog.schedule_in(spec, schedule.time_zone);
         }
         catalog
     }
@@ -287,6 +297,7 @@ pub struct WorkerBuilder {
     connect_timeout: Duration,
     observers: Vec<AddObserver>,
     handlers: Vec<EngineHandler>,
+    data: Data,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -296,11 +307,41 @@ impl std::fmt::Debug for WorkerBuilder {
             .field("schema", &self.schema)
             .field("shutdown_deadline", &self.shutdown_deadline)
             .field("connect_timeout", &self.connect_timeout)
+            .field("data", &self.data)
             .finish()
     }
 }
 
 impl WorkerBuilder {
+    /// Shares `value` with every `#[job]` handler of this worker, by type: a handler reads it
+    /// with [`ctx.data::<T>()`](crate::JobContext::data), which fails with `job.data_missing`
+    /// when no `T` was given. A second value of the same type replaces the first. Wrap what
+    /// is not cheap to share in an `Arc`; pools and clients usually are already.
+    ///
+    /// ```no_run
+    /// use runledger::prelude::*;
+    ///
+    /// #[derive(Clone)]
+    /// struct Billing { api_key: String }
+    ///
+    /// #[job]
+    /// async fn charge(ctx: JobContext, cents: u64) -> Result<(), JobError> {
+    ///     let billing = ctx.data::<Billing>()?;
+    ///     let _ = (&billing.api_key, cents);
+    ///     Ok(())
+    /// }
+    ///
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::Error> {
+    /// let worker = Worker::builder(&pool)
+    ///     .data(Billing { api_key: "sk_test".into() })
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn data<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.data.insert(value);
+        self
+    }
+
     /// Runtime settings (default: [`JobsConfig::default`]; `from_env` reads `JOBS_*`).
     pub fn config(mut self, config: JobsConfig) -> Self {
         self.config = Some(config);
@@ -407,6 +448,7 @@ impl WorkerBuilder {
             jobs,
             handlers: self.handlers,
             schedules: registered_schedules()?,
+            data: Arc::new(self.data),
         })
     }
 }

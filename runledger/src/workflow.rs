@@ -38,8 +38,7 @@ use crate::step::{Gate, Step, WorkflowStep};
 /// use runledger::prelude::*;
 ///
 /// #[job] async fn crawl(url: String) -> Result<String, JobError> { Ok(url) }
-/// #[job] async fn publish(ctx: JobContext) -> Result<bool, JobError> {
-///     let approved: bool = ctx.output(Review::APPROVAL).await?;
+/// #[job] async fn publish(#[output(Review::APPROVAL)] approved: bool) -> Result<bool, JobError> {
 ///     Ok(approved)
 /// }
 ///

@@ -26,8 +26,7 @@ async fn greet(name: String) -> Result<Greeting, JobError> {
 }
 
 #[job(name = "smoke.shout")]
-async fn shout(ctx: JobContext) -> Result<String, JobError> {
-    let greeting = ctx.output(Welcome::GREET).await?;
+async fn shout(#[output(Welcome::GREET)] greeting: Greeting) -> Result<String, JobError> {
     Ok(greeting.text.to_uppercase())
 }
 

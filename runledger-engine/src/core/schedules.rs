@@ -1,4 +1,4 @@
-//! Cron expressions for job schedules, always evaluated in UTC.
+//! Cron expressions for job schedules, evaluated in UTC or in a schedule's IANA time zone.
 //!
 //! The parser lives in the small `runledger-cron` crate so that the `#[schedule]` macro checks
 //! expressions at compile time with exactly the rules the scheduler applies at run time; see
@@ -8,7 +8,7 @@
 //! use runledger_engine::core::schedules::CronSchedule;
 //!
 //! let weekdays = CronSchedule::parse("0 9 * * 1-5").unwrap();
-//! assert_eq!(weekdays.normalized(), "0 0 9 * * 2-6");
+//! assert_eq!(weekdays.normalized(), "0 0 9 * * 1-5");
 //! ```
 
-pub use runledger_cron::{CronError, CronSchedule};
+pub use runledger_cron::{CronError, CronSchedule, TimeZone, TimeZoneError};

@@ -195,7 +195,8 @@ impl JobCatalogScheduleSyncScope {
     }
 }
 
-/// A schedule declared next to its handler in the catalog. Times are UTC.
+/// A schedule declared next to its handler in the catalog. The cron expression is evaluated
+/// in UTC; declare it with [`JobCatalog::schedule_in`] for another time zone.
 ///
 /// ```
 /// use runledger_engine::runtime::catalog::CatalogJobScheduleSpec;
@@ -218,7 +219,7 @@ pub struct CatalogJobScheduleSpec<'a> {
     pub name: &'a str,
     /// The job type each fire enqueues.
     pub job_type: &'a str,
-    /// UTC cron expression: seconds field, 5-field, or an `@hourly`-style alias.
+    /// Cron expression: seconds field, 5-field, or an `@hourly`-style alias.
     pub cron_expr: &'a str,
     /// Payload template (each job also gets `schedule` and `scheduled_for`).
     pub payload_template: &'a Value,
@@ -256,10 +257,11 @@ struct CatalogSchedule {
     organization_id: Option<Uuid>,
     max_jitter_seconds: i32,
     next_fire_at: Option<DateTime<Utc>>,
+    time_zone: String,
 }
 
 impl CatalogSchedule {
-    fn spec(&self) -> CatalogJobScheduleSpec<'_> {
+    fn upsert(&self) -> JobScheduleUpsert<'_> {
         CatalogJobScheduleSpec {
             name: &self.name,
             job_type: &self.job_type,
@@ -270,6 +272,8 @@ impl CatalogSchedule {
             max_jitter_seconds: self.max_jitter_seconds,
             next_fire_at: self.next_fire_at,
         }
+        .upsert()
+        .time_zone(&self.time_zone)
     }
 }
 
@@ -390,7 +394,15 @@ impl JobCatalog {
     /// Declares a schedule for a job type registered earlier in the chain: the membership check
     /// happens at this call (a schedule declared before its `.job(...)` is a mistake), and the
     /// mistake is reported by the sync calls.
-    pub fn schedule(mut self, spec: CatalogJobScheduleSpec<'_>) -> Self {
+    pub fn schedule(self, spec: CatalogJobScheduleSpec<'_>) -> Self {
+        self.schedule_in(spec, "UTC")
+    }
+
+    /// Like [`schedule`](Self::schedule), with the cron expression evaluated in the IANA time
+    /// zone `time_zone` (`Europe/Berlin`): fires are wall-clock times there, computed across
+    /// daylight-saving changes. An unknown name fails the sync with
+    /// `job_schedule.invalid_time_zone`.
+    pub fn schedule_in(mut self, spec: CatalogJobScheduleSpec<'_>, time_zone: &str) -> Self {
         if !self.entries.iter().any(|e| e.job_type == spec.job_type) {
             self.early_schedules
                 .push((spec.name.to_owned(), spec.job_type.to_owned()));
@@ -404,6 +416,7 @@ impl JobCatalog {
             organization_id: spec.organization_id,
             max_jitter_seconds: spec.max_jitter_seconds,
             next_fire_at: spec.next_fire_at,
+            time_zone: time_zone.to_owned(),
         });
         self
     }
@@ -436,9 +449,10 @@ impl JobCatalog {
     /// (an admin pause is overwritten), and keeps each cursor while its cron is unchanged.
     pub async fn sync_schedules(&self, pool: &PgPool) -> Result<(), CatalogError> {
         self.validate_schedules()?;
-        let specs: Vec<CatalogJobScheduleSpec<'_>> =
-            self.schedules.iter().map(CatalogSchedule::spec).collect();
-        Self::sync_schedules_with(pool, &specs).await
+        let upserts: Vec<JobScheduleUpsert<'_>> =
+            self.schedules.iter().map(CatalogSchedule::upsert).collect();
+        sync_job_schedules(pool, &upserts, None).await?;
+        Ok(())
     }
 
     /// Syncs schedule specs assembled at startup (from config, flags, tenants) rather than
@@ -461,9 +475,9 @@ impl JobCatalog {
         scope: &JobCatalogScheduleSyncScope,
     ) -> Result<Vec<String>, CatalogError> {
         self.validate_schedules()?;
-        let specs: Vec<CatalogJobScheduleSpec<'_>> =
-            self.schedules.iter().map(CatalogSchedule::spec).collect();
-        Self::sync_schedules_exact_with(pool, &specs, scope).await
+        let upserts: Vec<JobScheduleUpsert<'_>> =
+            self.schedules.iter().map(CatalogSchedule::upsert).collect();
+        Ok(sync_job_schedules(pool, &upserts, Some(scope.names())).await?)
     }
 
     /// Exact sync of an explicit spec list against an explicit scope.

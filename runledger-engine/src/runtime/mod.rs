@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod config;
 pub mod error;
 mod job_logs;
+mod job_services;
 pub mod observer;
 pub mod pruner;
 pub mod reaper;

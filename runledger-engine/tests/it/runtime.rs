@@ -293,11 +293,13 @@ async fn graceful_shutdown_drains_in_flight_jobs_within_the_deadline(pool: PgPoo
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn shutdown_past_the_deadline_aborts_handlers_and_reports_them(pool: PgPool) {
     let started = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&started);
+    let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (seen, flag) = (Arc::clone(&started), Arc::clone(&cancelled));
     let catalog = JobCatalog::new().job(
         "stuck",
-        handler("stuck", move |_, _| {
+        handler("stuck", move |ctx, _| {
             let seen = Arc::clone(&seen);
+            watch_cancellation(&ctx, &flag);
             async move {
                 seen.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_secs(600)).await;
@@ -322,8 +324,22 @@ async fn shutdown_past_the_deadline_aborts_handlers_and_reports_them(pool: PgPoo
         }
         other => panic!("expected a deadline error, got {other:?}"),
     }
+    // The attempt's cancellation token fired for what the handler started beyond its future.
+    wait_until(|| cancelled.load(Ordering::SeqCst)).await;
     // The job keeps its lease until it expires; the reaper will hand it out again.
     assert_eq!(count_status(&pool, "LEASED").await, 1);
+}
+
+/// Sets `flag` from a task of its own once the attempt's cancellation token fires.
+fn watch_cancellation(
+    ctx: &runledger_engine::core::jobs::JobContext,
+    flag: &Arc<std::sync::atomic::AtomicBool>,
+) {
+    let (token, flag) = (ctx.cancellation.clone(), Arc::clone(flag));
+    tokio::spawn(async move {
+        token.cancelled().await;
+        flag.store(true, Ordering::SeqCst);
+    });
 }
 
 #[derive(Default)]
@@ -503,10 +519,16 @@ impl JobLifecycleObserver for SharedLeaseLost {
 async fn a_lost_lease_stops_the_handler_and_is_reported(pool: PgPool) {
     let started = Arc::new(AtomicUsize::new(0));
     let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (seen, flag) = (Arc::clone(&started), Arc::clone(&dropped));
+    let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (seen, flag, cancel_flag) = (
+        Arc::clone(&started),
+        Arc::clone(&dropped),
+        Arc::clone(&cancelled),
+    );
     let catalog = JobCatalog::new().job(
         "hold",
-        handler("hold", move |_, _| {
+        handler("hold", move |ctx, _| {
+            watch_cancellation(&ctx, &cancel_flag);
             let (seen, guard) = (Arc::clone(&seen), SetOnDrop(Arc::clone(&flag)));
             async move {
                 let _guard = guard;
@@ -534,6 +556,7 @@ async fn a_lost_lease_stops_the_handler_and_is_reported(pool: PgPool) {
         .await
         .unwrap();
     wait_until(|| dropped.load(Ordering::SeqCst)).await;
+    wait_until(|| cancelled.load(Ordering::SeqCst)).await;
     wait_until(|| !lost.0.lock().unwrap().is_empty()).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 

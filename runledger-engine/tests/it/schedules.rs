@@ -372,3 +372,77 @@ async fn active_schedules_and_enabled_definitions_go_together(pool: PgPool) {
         .unwrap_err();
     assert_eq!(err.code(), "catalog.schedule_unknown_job_type");
 }
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_time_zone_is_validated_stored_and_used_for_every_fire(pool: PgPool) {
+    use chrono::Timelike;
+
+    define(&pool, "reports.refresh", DefinitionOpts::default()).await;
+    let err = upsert_job_schedule(
+        &pool,
+        &job_schedule("nightly", "reports.refresh", "0 3 * * *").time_zone("Europe/Berln"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "job_schedule.invalid_time_zone");
+    let err = upsert_job_schedule(
+        &pool,
+        &job_schedule("nightly", "reports.refresh", "0 3 * * *").time_zone("europe/berlin"),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("Europe/Berlin"),
+        "suggests the spelling: {err}"
+    );
+
+    // 03:00 in Kolkata (UTC+05:30) is 21:30 UTC the day before.
+    let due = Utc::now() - chrono::Duration::seconds(1);
+    let stored = upsert_job_schedule(
+        &pool,
+        &job_schedule("nightly", "reports.refresh", "0 3 * * *")
+            .time_zone("Asia/Kolkata")
+            .next_fire_at(due),
+    )
+    .await
+    .unwrap();
+    assert_eq!(stored.time_zone, "Asia/Kolkata");
+    let pass = materialize_due_schedules(&pool, 10).await.unwrap();
+    assert_eq!(pass.fired, 1);
+    let after = get_job_schedule(&pool, "nightly").await.unwrap().unwrap();
+    assert_eq!(
+        (after.next_fire_at.hour(), after.next_fire_at.minute()),
+        (21, 30)
+    );
+
+    // Another time zone is another schedule: the cursor is recomputed, as for a new cron.
+    let moved = upsert_job_schedule(
+        &pool,
+        &job_schedule("nightly", "reports.refresh", "0 3 * * *").time_zone("UTC"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(moved.time_zone, "UTC");
+    assert_eq!(
+        (moved.next_fire_at.hour(), moved.next_fire_at.minute()),
+        (3, 0)
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_catalog_schedule_in_a_time_zone_is_synced_with_it(pool: PgPool) {
+    let payload = json!({});
+    let catalog = JobCatalog::new()
+        .job("reports.refresh", noop("reports.refresh"))
+        .schedule_in(
+            spec("reports.berlin", "0 9 * * 1-5", &payload, true),
+            "Europe/Berlin",
+        );
+    catalog.sync_definitions(&pool).await.unwrap();
+    catalog.sync_schedules(&pool).await.unwrap();
+    let stored = get_job_schedule(&pool, "reports.berlin")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.time_zone, "Europe/Berlin");
+}

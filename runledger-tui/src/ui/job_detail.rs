@@ -26,6 +26,35 @@ fn or_dash<T: ToString>(value: Option<T>) -> String {
     value.map_or_else(|| "-".to_owned(), |v| v.to_string())
 }
 
+/// A handler's progress (`ctx.progress(..)`): `stage 5/10 (50%) message`, or the stored JSON
+/// when it has another shape.
+pub(crate) fn progress_text(progress: &serde_json::Value) -> String {
+    let text = |key: &str| progress.get(key).and_then(serde_json::Value::as_str);
+    let count = |key: &str| progress.get(key).and_then(serde_json::Value::as_u64);
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(stage) = text("stage") {
+        parts.push(stage.to_owned());
+    }
+    match (count("completed"), count("total")) {
+        (Some(done), Some(total)) if total > 0 => {
+            parts.push(format!(
+                "{done}/{total} ({}%)",
+                done.saturating_mul(100) / total
+            ));
+        }
+        (Some(done), _) => parts.push(done.to_string()),
+        _ => {}
+    }
+    if let Some(message) = text("message") {
+        parts.push(message.to_owned());
+    }
+    if parts.is_empty() {
+        progress.to_string()
+    } else {
+        parts.join(" ")
+    }
+}
+
 fn summary(detail: &JobDetailData) -> Vec<Line<'static>> {
     let job = &detail.job;
     vec![
@@ -59,7 +88,12 @@ fn summary(detail: &JobDetailData) -> Vec<Line<'static>> {
                 job.last_error_message.as_deref().unwrap_or("")
             ),
         ),
-        field("progress", or_dash(job.progress.as_ref())),
+        field(
+            "progress",
+            job.progress
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), progress_text),
+        ),
         field("output", or_dash(job.output.as_ref())),
         field(
             "dead letters",

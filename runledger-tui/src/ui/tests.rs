@@ -183,6 +183,8 @@ pub(crate) fn workflow_detail() -> WorkflowDetailData {
 pub(crate) fn job_detail() -> JobDetailData {
     let mut job = job(2, "emails.send", JobStatus::DeadLettered);
     job.payload = json!({"to": "ada@example.com", "subject": "hello"});
+    job.progress =
+        Some(json!({"stage": "render", "completed": 3, "total": 4, "message": "smtp next"}));
     job.last_error_code = Some("smtp.rejected".to_owned());
     let line = |label: &str, text: &str| HistoryLine {
         at: at(),
@@ -360,6 +362,10 @@ fn job_detail_shows_each_pane() {
     );
     assert!(summary.contains("emails.send  DEAD_LETTERED"), "{summary}");
     assert!(summary.contains("smtp.rejected"), "{summary}");
+    assert!(
+        summary.contains("progress        render 3/4 (75%) smtp next"),
+        "{summary}"
+    );
 
     press(&mut app, KeyCode::Char(']'));
     let history = render(&app);
@@ -585,4 +591,11 @@ fn tiny_terminals_do_not_panic() {
         render_sized(&app, w, h);
         app.help = false;
     }
+}
+
+#[test]
+fn progress_of_another_shape_is_shown_as_json() {
+    use super::job_detail::progress_text;
+    assert_eq!(progress_text(&json!({"completed": 7})), "7");
+    assert_eq!(progress_text(&json!({"pct": 40})), r#"{"pct":40}"#);
 }

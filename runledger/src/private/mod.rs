@@ -4,6 +4,10 @@ pub use inventory;
 pub use serde;
 pub use serde_json;
 
+pub use crate::context::Data;
+pub use crate::reads::{
+    Edge, ReadDecl, ReadOk, ReadProbe, ReadUnreadable, StepReads, check as check_reads,
+};
 pub use crate::registry::{JobRegistration, ScheduleRegistration, WorkflowRegistration};
 pub use crate::workflow::StepSpec;
 

@@ -1,34 +1,31 @@
-//! Contexts for calling a handler directly, with the prerequisite outputs a test chooses.
+//! Contexts for calling a handler directly, with the shared state and attempt a test chooses.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde::Serialize;
-use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::JobContext;
-use crate::engine::core::jobs::{
-    JobContext as EngineContext, JobId, JobType, StepOutputError, StepOutputReader, StepOutputs,
-    WorkflowRunId, WorkflowStepId,
-};
-use crate::engine::core::prelude::async_trait;
-use crate::{Step, WorkflowStep};
+use crate::context::Data;
+use crate::engine::core::jobs::{JobContext as EngineContext, JobId, JobType};
 
-/// Builds the [`JobContext`] a `#[job]` fn receives, so that a step handler that reads its
-/// prerequisites with `ctx.output(..)` runs as a plain async fn call, without a database.
-///
-/// Reads of steps given with [`with_output`](Self::with_output) return those values; steps
-/// given with [`without_output`](Self::without_output) read as "no output" (an
-/// `#[after_terminal]` prerequisite that failed); any other step fails with
-/// `workflow.not_a_prerequisite`, as it would in a run.
+/// Builds the [`JobContext`] a `#[job]` fn receives, so that a handler runs as a plain async
+/// fn call, without a database: with the shared state a worker would give it
+/// ([`with_data`](Self::with_data)), an attempt number, an organization, and a cancellation
+/// token the test controls. Prerequisite outputs are the fn's `#[output(..)]` arguments: pass
+/// them directly.
 ///
 /// ```
 /// use runledger::prelude::*;
 /// use runledger::testing::TestContext;
 ///
+/// struct Weights { title: usize }
+///
 /// #[job] async fn crawl(url: String) -> Result<String, JobError> { Ok(url) }
-/// #[job] async fn score(ctx: JobContext) -> Result<usize, JobError> {
-///     Ok(ctx.output(Research::CRAWL).await?.len())
+/// #[job] async fn score(
+///     ctx: JobContext,
+///     #[output(Research::CRAWL)] page: String,
+/// ) -> Result<usize, JobError> {
+///     Ok(page.len() * ctx.data::<Weights>()?.title)
 /// }
 ///
 /// #[workflow(name = "research")]
@@ -40,10 +37,12 @@ use crate::{Step, WorkflowStep};
 /// }
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// let ctx = TestContext::for_job::<Score>()
-///     .with_output(Research::CRAWL, "<html>".to_owned())
-///     .build();
-/// assert_eq!(score(ctx).await.unwrap(), 6);
+/// let ctx = TestContext::for_job::<Score>().with_data(Weights { title: 2 }).build();
+/// assert_eq!(score(ctx, "<html>".to_owned()).await.unwrap(), 12);
+///
+/// // Without the state, the handler fails as under a worker that was not given it.
+/// let err = score(TestContext::for_job::<Score>().build(), String::new()).await.unwrap_err();
+/// assert_eq!(err.code(), "job.data_missing");
 /// # });
 /// ```
 #[derive(Debug, Clone)]
@@ -53,7 +52,8 @@ pub struct TestContext {
     attempt: i32,
     max_attempts: i32,
     organization_id: Option<uuid::Uuid>,
-    outputs: HashMap<&'static str, Option<Value>>,
+    data: Data,
+    cancellation: CancellationToken,
 }
 
 impl Default for TestContext {
@@ -63,14 +63,15 @@ impl Default for TestContext {
 }
 
 impl TestContext {
-    /// A context for job type `test`, attempt 1 of 1, no organization, no prerequisites.
+    /// A context for job type `test`, attempt 1 of 1, no organization, no shared state.
     pub fn new() -> Self {
         Self {
             job_type: "test",
             attempt: 1,
             max_attempts: 1,
             organization_id: None,
-            outputs: HashMap::new(),
+            data: Data::default(),
+            cancellation: CancellationToken::new(),
         }
     }
 
@@ -83,35 +84,21 @@ impl TestContext {
         }
     }
 
-    /// Makes `step` a prerequisite whose stored output is `value`.
-    ///
-    /// # Panics
-    ///
-    /// When `value` does not serialize to JSON (a map with non-string keys, for instance).
-    pub fn with_output<W, S>(mut self, step: Step<W, S>, value: S::Output) -> Self
-    where
-        S: WorkflowStep,
-        S::Output: Serialize,
-    {
-        let value = match serde_json::to_value(value) {
-            Ok(value) => value,
-            Err(err) => panic!(
-                "the output for step `{}` does not serialize: {err}",
-                step.key()
-            ),
-        };
-        self.outputs.insert(step.key(), Some(value));
+    /// Shares `value` with the handler, as [`WorkerBuilder::data`](crate::WorkerBuilder::data)
+    /// does: `ctx.data::<T>()` returns it.
+    pub fn with_data<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.data.insert(value);
         self
     }
 
-    /// Makes `step` a prerequisite that stored no output (it failed, or it is an
-    /// `#[after_terminal]` prerequisite that did not succeed): `ctx.try_output` reads `None`.
-    pub fn without_output<W, S>(mut self, step: Step<W, S>) -> Self {
-        self.outputs.insert(step.key(), None);
+    /// Uses `token` as the attempt's cancellation token, so that the test can fire it (as a
+    /// lost lease, a timeout or a shutdown would) and watch the handler stop.
+    pub fn cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancellation = token;
         self
     }
 
-    /// Which attempt this is, and of how many (`ctx.attempt`, `ctx.is_last_attempt()`).
+    /// Which attempt this is, and of how many (`ctx.attempt()`, `ctx.is_last_attempt()`).
     pub fn attempt(mut self, attempt: i32, max_attempts: i32) -> Self {
         self.attempt = attempt;
         self.max_attempts = max_attempts;
@@ -134,35 +121,13 @@ impl TestContext {
             "test",
         );
         inner.organization_id = self.organization_id;
-        if !self.outputs.is_empty() {
-            inner.workflow_run_id = Some(WorkflowRunId::new_v7());
-            inner.workflow_step_id = Some(WorkflowStepId::new_v7());
-            inner.step_outputs = Some(StepOutputs(Arc::new(InjectedOutputs(self.outputs))));
-        }
-        JobContext::new(inner)
+        inner.cancellation = self.cancellation;
+        JobContext::with_data(inner, Arc::new(self.data))
     }
 }
 
 impl From<TestContext> for JobContext {
     fn from(context: TestContext) -> Self {
         context.build()
-    }
-}
-
-/// Prerequisite outputs chosen by the test.
-struct InjectedOutputs(HashMap<&'static str, Option<Value>>);
-
-#[async_trait]
-impl StepOutputReader for InjectedOutputs {
-    async fn prerequisite_output(&self, step_key: &str) -> Result<Option<Value>, StepOutputError> {
-        self.0
-            .get(step_key)
-            .cloned()
-            .ok_or_else(|| StepOutputError {
-                code: "workflow.not_a_prerequisite",
-                message: format!(
-                    "step `{step_key}` is not a prerequisite of this step in the test context"
-                ),
-            })
     }
 }

@@ -246,7 +246,30 @@ pub async fn drain(pool: &PgPool) -> Result<DrainReport, TestingError> {
 /// # Ok(()) }
 /// ```
 pub async fn drain_with(pool: &PgPool, options: DrainOptions) -> Result<DrainReport, TestingError> {
-    let catalog = Worker::builder(pool).build()?.catalog();
+    drain_worker(&Worker::builder(pool).build()?, options).await
+}
+
+/// [`drain_with`] through `worker`'s handlers, so that they get its shared state
+/// ([`WorkerBuilder::data`](crate::WorkerBuilder::data)) and its engine handlers; the worker is
+/// not started.
+///
+/// ```no_run
+/// # use runledger::prelude::*;
+/// # struct Mailer;
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::testing::TestingError> {
+/// use runledger::testing::{DrainOptions, drain_worker};
+///
+/// let worker = Worker::builder(&pool).data(Mailer).build()?;
+/// let report = drain_worker(&worker, DrainOptions::new()).await?;
+/// # let _ = report;
+/// # Ok(()) }
+/// ```
+pub async fn drain_worker(
+    worker: &Worker,
+    options: DrainOptions,
+) -> Result<DrainReport, TestingError> {
+    let pool = worker.pool();
+    let catalog = worker.catalog();
     catalog
         .sync_definitions(pool)
         .await

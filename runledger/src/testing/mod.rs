@@ -39,6 +39,6 @@ pub use context::TestContext;
 pub use database::TestDatabase;
 pub use drain::{
     DEFAULT_MAX_PASSES, DrainOptions, DrainOutcome, DrainReport, DrainedRun, drain, drain_with,
-    prepare,
+    drain_worker, prepare,
 };
 pub use error::TestingError;

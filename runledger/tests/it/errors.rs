@@ -26,10 +26,10 @@ async fn alias() -> IoResult<u8> {
 
 #[job(name = "it.errors.retried", max_attempts = 2)]
 async fn retried(ctx: JobContext) -> Result<u32, String> {
-    if ctx.attempt == 1 {
+    if ctx.attempt() == 1 {
         return Err("first attempt refused".to_owned());
     }
-    Ok(ctx.attempt as u32)
+    Ok(ctx.attempt() as u32)
 }
 
 /// The (failure kind, code, message) of the job's first attempt.

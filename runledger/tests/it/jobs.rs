@@ -51,10 +51,10 @@ struct Upstream;
 #[job(name = "it.flaky", max_attempts = 3)]
 async fn flaky(ctx: JobContext) -> Result<u32, Upstream> {
     FLAKY_CALLS.fetch_add(1, Ordering::SeqCst);
-    if ctx.attempt < 2 {
+    if ctx.attempt() < 2 {
         Err(Upstream)
     } else {
-        Ok(ctx.attempt as u32)
+        Ok(ctx.attempt() as u32)
     }
 }
 

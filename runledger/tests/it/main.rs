@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod connection;
+mod context;
 mod errors;
+mod fan_out;
 mod handles;
 mod jobs;
 mod results;

@@ -9,9 +9,9 @@ use sqlx::PgPool;
 use crate::support::start_worker;
 
 #[job(name = "it.null.nothing")]
-async fn nothing(ctx: JobContext) -> Result<(), JobError> {
+async fn nothing(#[output(Unit::FIRST)] first: ()) -> Result<(), JobError> {
     // A dependent reads the `()` output of its prerequisite.
-    ctx.output(Unit::FIRST).await
+    Ok(first)
 }
 
 #[job(name = "it.null.first")]

@@ -75,3 +75,60 @@ fn registered_schedules_list_both_kinds() {
     assert_eq!(cleanup.job_name, "it.cleanup");
     assert!(!cleanup.active);
 }
+
+/// 09:00 in Kathmandu (UTC+05:45, no daylight saving) is 03:15 UTC.
+#[schedule(
+    cron = "0 9 * * *",
+    tz = "Asia/Kathmandu",
+    name = "it.tick.kathmandu_morning"
+)]
+fn kathmandu_morning() -> Tick {
+    Tick {
+        label: "namaste".into(),
+    }
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_schedule_with_a_time_zone_fires_at_its_wall_clock_time(pool: PgPool) {
+    use chrono::Timelike;
+    use runledger::chrono::{DateTime, Utc};
+
+    let worker = start_worker(&pool).await;
+    let cursor = || async {
+        sqlx::query_as::<_, (String, DateTime<Utc>, Option<DateTime<Utc>>)>(
+            "SELECT time_zone, next_fire_at, last_fired_at FROM runledger.job_schedules WHERE name = 'it.tick.kathmandu_morning'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    let (time_zone, first, _) = cursor().await;
+    assert_eq!(time_zone, "Asia/Kathmandu", "stored on the schedule");
+    assert_eq!(
+        (first.hour(), first.minute()),
+        (3, 15),
+        "09:00 in Kathmandu"
+    );
+
+    // Make the fire due now; the Supervisor's scheduler fires it and computes the next one in
+    // the schedule's time zone.
+    sqlx::query("UPDATE runledger.job_schedules SET next_fire_at = now() - interval '1 second' WHERE name = 'it.tick.kathmandu_morning'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let payload: serde_json::Value = eventually("the Kathmandu fire to run", || async {
+        sqlx::query_scalar(
+            "SELECT payload FROM runledger.job_queue WHERE payload->>'schedule' = 'it.tick.kathmandu_morning' AND status = 'SUCCEEDED'",
+        )
+        .fetch_optional(&pool)
+        .await
+        .unwrap()
+    })
+    .await;
+    assert_eq!(payload["label"], "namaste");
+    let (_, next, fired) = cursor().await;
+    assert!(fired.is_some());
+    assert_eq!((next.hour(), next.minute(), next.second()), (3, 15, 0));
+    assert!(next > Utc::now());
+    worker.shutdown().await.unwrap();
+}

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use runledger::engine::postgres::jobs::TenantScope;
 use runledger::engine::runtime::config::JobsConfig;
-use runledger::{RunningWorker, Worker};
+use runledger::{RunningWorker, Worker, WorkerBuilder};
 use sqlx::PgPool;
 
 pub(crate) const WAIT: Duration = Duration::from_secs(30);
@@ -12,6 +12,11 @@ pub(crate) const WAIT: Duration = Duration::from_secs(30);
 /// A worker with short poll and reaper intervals (the schema is already migrated by
 /// `sqlx::test`; `SchemaMode::Migrate` finds nothing to apply).
 pub(crate) async fn start_worker(pool: &PgPool) -> RunningWorker {
+    worker_builder(pool).build().unwrap().start().await.unwrap()
+}
+
+/// The builder of [`start_worker`]'s worker, for tests that add to it.
+pub(crate) fn worker_builder(pool: &PgPool) -> WorkerBuilder {
     let config = JobsConfig::from_lookup(|name| match name {
         "JOBS_POLL_INTERVAL_MS" => Some("50".to_owned()),
         "JOBS_SCHEDULE_POLL_INTERVAL_SECONDS" => Some("1".to_owned()),
@@ -22,11 +27,6 @@ pub(crate) async fn start_worker(pool: &PgPool) -> RunningWorker {
     Worker::builder(pool)
         .config(config)
         .shutdown_deadline(Duration::from_secs(10))
-        .build()
-        .unwrap()
-        .start()
-        .await
-        .unwrap()
 }
 
 /// Polls `probe` until it returns `Some`, failing after [`WAIT`].

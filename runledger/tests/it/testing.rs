@@ -18,13 +18,13 @@ async fn split(text: String) -> Result<Vec<String>, JobError> {
 }
 
 #[job(name = "it.kit.upper")]
-async fn upper(ctx: JobContext) -> Result<String, JobError> {
-    Ok(ctx.output(Shout::SPLIT).await?.join(" ").to_uppercase())
+async fn upper(#[output(Shout::SPLIT)] words: Vec<String>) -> Result<String, JobError> {
+    Ok(words.join(" ").to_uppercase())
 }
 
 #[job(name = "it.kit.lower")]
-async fn lower(ctx: JobContext) -> Result<String, JobError> {
-    Ok(ctx.output(Shout::SPLIT).await?.join(" ").to_lowercase())
+async fn lower(#[output(Shout::SPLIT)] words: Vec<String>) -> Result<String, JobError> {
+    Ok(words.join(" ").to_lowercase())
 }
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -34,11 +34,11 @@ struct Both {
 }
 
 #[job(name = "it.kit.join")]
-async fn join(ctx: JobContext) -> Result<Both, JobError> {
-    Ok(Both {
-        upper: ctx.output(Shout::UPPER).await?,
-        lower: ctx.output(Shout::LOWER).await?,
-    })
+async fn join(
+    #[output(Shout::UPPER)] upper: String,
+    #[output(Shout::LOWER)] lower: String,
+) -> Result<Both, JobError> {
+    Ok(Both { upper, lower })
 }
 
 #[workflow(name = "it.kit.shout")]
@@ -65,12 +65,12 @@ fn shout(text: &str) -> Shout {
 /// Fails its first attempt and asks for an hour's pause before the next one.
 #[job(name = "it.kit.unstable", max_attempts = 3)]
 async fn unstable(ctx: JobContext, reference: String) -> Result<String, JobError> {
-    if ctx.attempt == 1 {
+    if ctx.attempt() == 1 {
         return Err(JobError::retryable("upstream busy")
             .with_code("it.busy")
             .retry_after(Duration::from_secs(3_600)));
     }
-    Ok(format!("{reference} on attempt {}", ctx.attempt))
+    Ok(format!("{reference} on attempt {}", ctx.attempt()))
 }
 
 #[job(name = "it.kit.notify")]
@@ -148,37 +148,39 @@ async fn a_retried_job_is_tested_without_sleeping() {
 }
 
 #[tokio::test]
-async fn a_step_handler_is_unit_tested_with_injected_outputs() {
+async fn a_step_handler_is_unit_tested_with_its_outputs_as_arguments() {
     let words = vec!["Mixed".to_owned(), "Case".to_owned()];
-    let ctx = TestContext::for_job::<Upper>()
-        .with_output(Shout::SPLIT, words.clone())
-        .build();
-    assert_eq!(ctx.job_type.as_str(), "it.kit.upper");
-    assert_eq!(upper(ctx).await.unwrap(), "MIXED CASE");
-
-    let ctx = TestContext::new()
-        .with_output(Shout::UPPER, "UP".to_owned())
-        .with_output(Shout::LOWER, "down".to_owned())
-        .build();
+    assert_eq!(upper(words).await.unwrap(), "MIXED CASE");
     assert_eq!(
-        join(ctx).await.unwrap(),
+        join("UP".to_owned(), "down".to_owned()).await.unwrap(),
         Both {
             upper: "UP".into(),
             lower: "down".into()
         }
     );
+}
 
-    // A step that is not a prerequisite fails as it would in a run.
-    let ctx = TestContext::new()
-        .with_output(Shout::UPPER, "UP".to_owned())
+/// Reads the worker's shared state.
+struct Signature(&'static str);
+
+#[job(name = "it.kit.sign")]
+async fn sign(ctx: JobContext, text: String) -> Result<String, JobError> {
+    Ok(format!("{text} -- {}", ctx.data::<Signature>()?.0))
+}
+
+#[tokio::test]
+async fn a_handler_is_unit_tested_with_the_state_a_worker_would_give_it() {
+    let ctx = TestContext::for_job::<Sign>()
+        .with_data(Signature("ada"))
         .build();
-    let err = join(ctx).await.unwrap_err();
-    assert_eq!(err.code(), "workflow.not_a_prerequisite");
-    assert!(err.is_terminal());
+    assert_eq!(ctx.job_type(), "it.kit.sign");
+    assert_eq!(sign(ctx, "hi".into()).await.unwrap(), "hi -- ada");
 
-    // A prerequisite without output reads as `None` through `try_output`.
-    let ctx = TestContext::new().without_output(Shout::SPLIT).build();
-    assert_eq!(ctx.try_output(Shout::SPLIT).await.unwrap(), None);
+    let err = sign(TestContext::for_job::<Sign>().build(), "hi".into())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "job.data_missing");
+    assert!(err.is_terminal());
 }
 
 #[tokio::test]

@@ -17,14 +17,12 @@ async fn fetch(url: String) -> Result<String, JobError> {
 }
 
 #[job(name = "it.diamond.words")]
-async fn count_words(ctx: JobContext) -> Result<usize, JobError> {
-    let page = ctx.output(Diamond::FETCH).await?;
+async fn count_words(#[output(Diamond::FETCH)] page: String) -> Result<usize, JobError> {
     Ok(page.split_whitespace().count())
 }
 
 #[job(name = "it.diamond.links")]
-async fn count_links(ctx: JobContext) -> Result<usize, JobError> {
-    let page = ctx.output(Diamond::FETCH).await?;
+async fn count_links(#[output(Diamond::FETCH)] page: String) -> Result<usize, JobError> {
     Ok(page.matches("<a>").count())
 }
 
@@ -37,10 +35,14 @@ pub(crate) struct Report {
 
 // `payload = ...` names the generated struct (the default, `Report`, is taken by the output).
 #[job(name = "it.diamond.report", payload = BuildReport)]
-async fn report(ctx: JobContext, title: String) -> Result<Report, JobError> {
+async fn report(
+    title: String,
+    #[output(Diamond::WORDS)] words: usize,
+    #[output(Diamond::LINKS)] links: usize,
+) -> Result<Report, JobError> {
     Ok(Report {
-        words: ctx.output(Diamond::WORDS).await?,
-        links: ctx.output(Diamond::LINKS).await?,
+        words,
+        links,
         title,
     })
 }
@@ -112,18 +114,20 @@ async fn draft(title: String) -> Result<String, JobError> {
 }
 
 #[job(name = "it.gate.publish")]
-async fn publish(ctx: JobContext) -> Result<String, JobError> {
-    let decision = ctx.output(Review::APPROVAL).await?;
-    let draft = ctx.output(Review::DRAFT).await;
-    // `draft` is not a prerequisite of `publish`: reading it is refused.
-    let refused = draft.unwrap_err();
-    assert_eq!(refused.code(), "workflow.not_a_prerequisite");
+async fn publish(
+    ctx: JobContext,
+    #[output(Review::APPROVAL)] decision: Decision,
+) -> Result<String, JobError> {
+    // `draft` is not a prerequisite of `publish`: an `#[output(Review::DRAFT)]` argument does
+    // not compile, and the engine's untyped read by key is refused at run time.
+    let refused = ctx.engine().prerequisite_output("draft").await.unwrap_err();
+    assert_eq!(refused.code, "workflow.not_a_prerequisite");
     Ok(format!("published, approved by {}", decision.reviewer))
 }
 
 #[job(name = "it.gate.audit")]
-async fn audit(ctx: JobContext) -> Result<bool, JobError> {
-    Ok(ctx.try_output(Review::APPROVAL).await?.is_some())
+async fn audit(#[output(Review::APPROVAL)] decision: Option<Decision>) -> Result<bool, JobError> {
+    Ok(decision.is_some())
 }
 
 #[workflow(name = "it.review")]

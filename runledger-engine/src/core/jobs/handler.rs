@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
     JobFailureKind, JobId, JobLogLevel, JobLogLine, JobLogSink, JobType, WorkflowRunId,
-    WorkflowStepId,
+    WorkflowStepEnqueue, WorkflowStepId,
 };
 
 /// Facts about the job being executed, handed to [`JobHandler::execute`].
@@ -51,6 +52,15 @@ pub struct JobContext {
     /// Where [`log`](Self::log) sends lines; set by the runtime. Without a sink, logging does
     /// nothing.
     pub log_sink: Option<JobLogSink>,
+    /// Fires when this attempt is abandoned: its lease was lost, its timeout passed, or the
+    /// worker's shutdown deadline ran out. The runtime then drops the handler's future, so the
+    /// token is for work the handler started elsewhere (spawned tasks, blocking threads, child
+    /// processes) and for checks between steps of a long computation.
+    pub cancellation: CancellationToken,
+    /// Where [`report_progress`](Self::report_progress) writes; set by the runtime.
+    pub progress_sink: Option<JobProgressSink>,
+    /// Adds steps to this step's own workflow run; set by the runtime for workflow steps.
+    pub workflow_appender: Option<WorkflowAppender>,
 }
 
 impl JobContext {
@@ -76,6 +86,42 @@ impl JobContext {
             step_outputs: None,
             lifetime_attempt: attempt,
             log_sink: None,
+            cancellation: CancellationToken::new(),
+            progress_sink: None,
+            workflow_appender: None,
+        }
+    }
+
+    /// Whether [`cancellation`](Self::cancellation) has fired.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancellation.is_cancelled()
+    }
+
+    /// Stores `update` as the job's progress (replacing the previous one; operators see it in
+    /// the job's detail). Fails with `job.lease_owner_mismatch` once the lease is lost. Without
+    /// a runtime sink (e.g. in unit tests) it does nothing.
+    pub async fn report_progress(&self, update: &JobProgressUpdate) -> Result<(), JobContextError> {
+        match &self.progress_sink {
+            Some(sink) => sink.0.write_progress(update).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Adds `steps` to this step's workflow run, idempotently under `mutation_key` (see
+    /// `append_workflow_steps`): `Ok(true)` when they were added, `Ok(false)` when an identical
+    /// append under the same key already was. Fails with `workflow.not_a_workflow_step`
+    /// outside a workflow step.
+    pub async fn append_workflow_steps(
+        &self,
+        mutation_key: &str,
+        steps: Vec<WorkflowStepEnqueue<'static>>,
+    ) -> Result<bool, JobContextError> {
+        match &self.workflow_appender {
+            Some(appender) => appender.0.append_steps(mutation_key, steps).await,
+            None => Err(JobContextError {
+                code: "workflow.not_a_workflow_step",
+                message: "this job is not a workflow step".to_owned(),
+            }),
         }
     }
 
@@ -167,6 +213,54 @@ impl std::fmt::Debug for StepOutputs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("StepOutputs")
     }
+}
+
+/// Stores a running job's progress (implemented by the runtime, fenced by the job's lease).
+#[async_trait::async_trait]
+pub trait JobProgressWriter: Send + Sync + 'static {
+    /// Stores `update` on the job.
+    async fn write_progress(&self, update: &JobProgressUpdate) -> Result<(), JobContextError>;
+}
+
+/// A shared [`JobProgressWriter`].
+#[derive(Clone)]
+pub struct JobProgressSink(pub Arc<dyn JobProgressWriter>);
+
+impl std::fmt::Debug for JobProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobProgressSink")
+    }
+}
+
+/// Adds steps to the workflow run of the step being executed (implemented by the runtime).
+#[async_trait::async_trait]
+pub trait WorkflowStepAppender: Send + Sync + 'static {
+    /// Appends `steps` under `mutation_key`; `Ok(false)` when that append was already applied.
+    async fn append_steps(
+        &self,
+        mutation_key: &str,
+        steps: Vec<WorkflowStepEnqueue<'static>>,
+    ) -> Result<bool, JobContextError>;
+}
+
+/// A shared [`WorkflowStepAppender`].
+#[derive(Clone)]
+pub struct WorkflowAppender(pub Arc<dyn WorkflowStepAppender>);
+
+impl std::fmt::Debug for WorkflowAppender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkflowAppender")
+    }
+}
+
+/// Why a call on the [`JobContext`] (progress, append) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct JobContextError {
+    /// Stable code, e.g. `job.lease_owner_mismatch` or `workflow.append_conflicting_retry`.
+    pub code: &'static str,
+    /// What happened.
+    pub message: String,
 }
 
 /// Why a prerequisite output could not be read.

@@ -7,7 +7,7 @@ use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use crate::core::jobs::{JobScheduleId, JobType};
-use crate::core::schedules::CronSchedule;
+use crate::core::schedules::{CronSchedule, TimeZone};
 use crate::postgres::error::{Error, Result};
 use crate::postgres::input::{check_json_field, check_text_field, check_timestamp};
 use crate::postgres::jobs::enqueue::{JobEnqueue, enqueue_on};
@@ -32,6 +32,8 @@ pub struct JobSchedule {
     pub organization_id: Option<Uuid>,
     /// Upper bound of the deterministic per-fire delay.
     pub max_jitter_seconds: i32,
+    /// The IANA time zone the cron expression is evaluated in (`UTC` unless set).
+    pub time_zone: String,
     /// The next nominal fire (the cursor).
     pub next_fire_at: DateTime<Utc>,
     /// The last nominal fire materialized.
@@ -58,7 +60,8 @@ pub struct JobScheduleUpsert<'a> {
     pub name: &'a str,
     /// The job type each fire enqueues.
     pub job_type: JobType<'a>,
-    /// UTC cron expression (seconds field, 5-field, or `@hourly`-style alias).
+    /// Cron expression (seconds field, 5-field, or `@hourly`-style alias), evaluated in
+    /// `time_zone`.
     pub cron_expr: &'a str,
     /// Payload template.
     pub payload_template: Option<&'a Value>,
@@ -68,12 +71,15 @@ pub struct JobScheduleUpsert<'a> {
     pub organization_id: Option<Uuid>,
     /// Upper bound of the deterministic per-fire delay.
     pub max_jitter_seconds: i32,
-    /// First fire when the schedule is created or its cron changes; default: the next cron
-    /// fire after now.
+    /// The IANA time zone the cron expression is evaluated in (default `UTC`); fires are
+    /// wall-clock times there, computed across daylight-saving changes.
+    pub time_zone: &'a str,
+    /// First fire when the schedule is created or its cron or time zone changes; default: the
+    /// next cron fire after now.
     pub next_fire_at: Option<DateTime<Utc>>,
 }
 
-/// Starts a [`JobScheduleUpsert`]: active on insert, empty payload, no jitter.
+/// Starts a [`JobScheduleUpsert`]: active on insert, empty payload, no jitter, UTC.
 pub fn job_schedule<'a>(
     name: &'a str,
     job_type: &'a str,
@@ -87,6 +93,7 @@ pub fn job_schedule<'a>(
         is_active: true,
         organization_id: None,
         max_jitter_seconds: 0,
+        time_zone: "UTC",
         next_fire_at: None,
     }
 }
@@ -113,6 +120,21 @@ impl<'a> JobScheduleUpsert<'a> {
     /// Sets the jitter bound.
     pub fn max_jitter_seconds(mut self, seconds: i32) -> Self {
         self.max_jitter_seconds = seconds;
+        self
+    }
+
+    /// Evaluates the cron expression in the IANA time zone `time_zone` (`Europe/Berlin`);
+    /// an unknown name fails the upsert with `job_schedule.invalid_time_zone`.
+    ///
+    /// ```
+    /// use runledger_engine::postgres::jobs::job_schedule;
+    ///
+    /// let nightly = job_schedule("reports.nightly", "reports.refresh", "0 3 * * *")
+    ///     .time_zone("Europe/Berlin");
+    /// assert_eq!(nightly.time_zone, "Europe/Berlin");
+    /// ```
+    pub fn time_zone(mut self, time_zone: &'a str) -> Self {
+        self.time_zone = time_zone;
         self
     }
 
@@ -148,9 +170,18 @@ impl<'a> JobScheduleUpsert<'a> {
                 "max_jitter_seconds must not be negative",
             ));
         }
-        let cron = CronSchedule::parse(self.cron_expr).map_err(|err| Error::InvalidCron {
-            expression: self.cron_expr.to_owned(),
-            reason: err.internal_message(),
+        let time_zone = TimeZone::parse(self.time_zone).map_err(|err| {
+            let hint = err
+                .suggestion()
+                .map(|name| format!("; did you mean `{name}`?"))
+                .unwrap_or_default();
+            Error::invalid_input(err.code(), format!("{err}{hint}"))
+        })?;
+        let cron = CronSchedule::parse_in(self.cron_expr, time_zone).map_err(|err| {
+            Error::InvalidCron {
+                expression: self.cron_expr.to_owned(),
+                reason: err.internal_message(),
+            }
         })?;
         let now = Utc::now();
         Ok(self
@@ -162,7 +193,8 @@ impl<'a> JobScheduleUpsert<'a> {
 
 /// Creates or updates a schedule. A new schedule takes `is_active` from the request; an
 /// existing one keeps its stored active state (admin pauses survive). The cursor is kept while
-/// the cron expression is unchanged. An invalid cron gives `job_schedule.invalid_cron`; an
+/// the cron expression and time zone are unchanged. An invalid cron gives
+/// `job_schedule.invalid_cron`, an unknown time zone `job_schedule.invalid_time_zone`; an
 /// active schedule needs an enabled definition (`job_schedule.definition_not_found_or_disabled`).
 pub async fn upsert_job_schedule(
     pool: &PgPool,
@@ -192,8 +224,8 @@ pub async fn set_job_schedule_active(
         SET is_active = $2, updated_at = now()
         WHERE name = $1
         RETURNING id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
-                  is_active, organization_id, max_jitter_seconds, next_fire_at, last_fired_at,
-                  last_error_code
+                  is_active, organization_id, max_jitter_seconds, time_zone, next_fire_at,
+                  last_fired_at, last_error_code
         "#,
         name,
         is_active,
@@ -219,8 +251,8 @@ pub async fn get_job_schedule<'e>(
         JobSchedule,
         r#"
         SELECT id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
-               is_active, organization_id, max_jitter_seconds, next_fire_at, last_fired_at,
-               last_error_code
+               is_active, organization_id, max_jitter_seconds, time_zone, next_fire_at,
+               last_fired_at, last_error_code
         FROM runledger.job_schedules
         WHERE name = $1
         "#,
@@ -237,8 +269,8 @@ pub async fn list_job_schedules<'e>(executor: impl PgExecutor<'e>) -> Result<Vec
         JobSchedule,
         r#"
         SELECT id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
-               is_active, organization_id, max_jitter_seconds, next_fire_at, last_fired_at,
-               last_error_code
+               is_active, organization_id, max_jitter_seconds, time_zone, next_fire_at,
+               last_fired_at, last_error_code
         FROM runledger.job_schedules
         ORDER BY name
         "#,
@@ -315,22 +347,24 @@ async fn write_schedule(
         r#"
         INSERT INTO runledger.job_schedules AS s (
             name, job_type, cron_expr, payload_template, is_active, organization_id,
-            max_jitter_seconds, next_fire_at
+            max_jitter_seconds, next_fire_at, time_zone
         )
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $10)
         ON CONFLICT (name) DO UPDATE SET
             job_type = EXCLUDED.job_type,
             payload_template = EXCLUDED.payload_template,
             organization_id = EXCLUDED.organization_id,
             max_jitter_seconds = EXCLUDED.max_jitter_seconds,
             is_active = CASE WHEN $9 THEN EXCLUDED.is_active ELSE s.is_active END,
-            next_fire_at = CASE WHEN s.cron_expr = EXCLUDED.cron_expr THEN s.next_fire_at
+            next_fire_at = CASE WHEN s.cron_expr = EXCLUDED.cron_expr
+                                     AND s.time_zone = EXCLUDED.time_zone THEN s.next_fire_at
                                 ELSE EXCLUDED.next_fire_at END,
             cron_expr = EXCLUDED.cron_expr,
+            time_zone = EXCLUDED.time_zone,
             updated_at = now()
         RETURNING id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
-                  is_active, organization_id, max_jitter_seconds, next_fire_at, last_fired_at,
-                  last_error_code
+                  is_active, organization_id, max_jitter_seconds, time_zone, next_fire_at,
+                  last_fired_at, last_error_code
         "#,
         spec.name,
         spec.job_type.as_str(),
@@ -341,6 +375,7 @@ async fn write_schedule(
         spec.max_jitter_seconds,
         first_fire,
         apply_active,
+        spec.time_zone,
     )
     .fetch_one(&mut *conn)
     .await
@@ -405,7 +440,8 @@ pub async fn materialize_due_schedules(pool: &PgPool, limit: i64) -> Result<Sche
     let mut tx = pool.begin().await?;
     let due = sqlx::query!(
         r#"
-        SELECT id, name, job_type, cron_expr, payload_template, organization_id, next_fire_at
+        SELECT id, name, job_type, cron_expr, time_zone, payload_template, organization_id,
+               next_fire_at
         FROM runledger.job_schedules
         WHERE is_active
           AND next_fire_at <= now()
@@ -425,8 +461,12 @@ pub async fn materialize_due_schedules(pool: &PgPool, limit: i64) -> Result<Sche
     let now = Utc::now();
     for schedule in due {
         let fire = schedule.next_fire_at;
-        let next = CronSchedule::parse(&schedule.cron_expr)
-            .map_err(|err| ("job_schedule.invalid_cron", err.internal_message()))
+        let next = TimeZone::parse(&schedule.time_zone)
+            .map_err(|err| (err.code(), err.to_string()))
+            .and_then(|time_zone| {
+                CronSchedule::parse_in(&schedule.cron_expr, time_zone)
+                    .map_err(|err| (err.code(), err.internal_message()))
+            })
             .and_then(|cron| {
                 cron.next_fire_for_cursor(fire, now).ok_or((
                     "job_schedule.no_future_fire",

@@ -99,6 +99,8 @@ async fn run_handler(
 ) -> Outcome {
     let mut context = job.context();
     context.log_sink = Some(logs);
+    crate::runtime::job_services::attach(&mut context, &job, pool);
+    let cancellation = context.cancellation.clone();
     if let Some(step_id) = job.workflow_step_id {
         context.step_outputs = Some(StepOutputs(Arc::new(PgStepOutputs {
             pool: pool.clone(),
@@ -109,13 +111,18 @@ async fn run_handler(
     // The handler runs inside this job's task; catching the unwind keeps a panic to this job,
     // and dropping the future (timeout, lost lease, hard stop) cancels it.
     let run = AssertUnwindSafe(handler.execute(context, job.payload)).catch_unwind();
+    // Abandoning the attempt (timeout, lost lease, hard stop) fires the context's cancellation
+    // token for whatever the handler started beyond its own future, then drops that future.
     tokio::select! {
         finished = tokio::time::timeout(timeout, run) => match finished {
-            Err(_) => Outcome::Failure(JobFailure::new(
-                JobFailureKind::Timeout,
-                "job.timeout",
-                format!("the handler ran longer than {} s", timeout.as_secs()),
-            )),
+            Err(_) => {
+                cancellation.cancel();
+                Outcome::Failure(JobFailure::new(
+                    JobFailureKind::Timeout,
+                    "job.timeout",
+                    format!("the handler ran longer than {} s", timeout.as_secs()),
+                ))
+            }
             Ok(Ok(Ok(completion))) => Outcome::Success(completion),
             Ok(Ok(Err(failure))) => Outcome::Failure(failure),
             Ok(Err(panic)) => {
@@ -124,8 +131,14 @@ async fn run_handler(
                 Outcome::Failure(JobFailure::new(JobFailureKind::Panicked, "job.panicked", message))
             }
         },
-        () = lost.cancelled() => Outcome::LeaseLost,
-        () = hard_stop.cancelled() => Outcome::Aborted,
+        () = lost.cancelled() => {
+            cancellation.cancel();
+            Outcome::LeaseLost
+        }
+        () = hard_stop.cancelled() => {
+            cancellation.cancel();
+            Outcome::Aborted
+        }
     }
 }
 

@@ -7,7 +7,7 @@ pub struct Receipt {
 
 #[job(name = "emails.send", max_attempts = 5, timeout = "2m", priority = -3, version = 2, enabled = true, retain = "3d")]
 pub async fn send_email(ctx: JobContext, to: String, subject: String) -> Result<Receipt, JobError> {
-    let _ = (ctx.attempt, subject);
+    let _ = (ctx.attempt(), subject);
     Ok(Receipt { message_id: format!("<{to}>") })
 }
 

@@ -1,16 +1,17 @@
 use runledger::prelude::*;
 
 #[job] async fn crawl(url: String) -> Result<String, JobError> { Ok(url) }
-#[job] async fn classify(ctx: JobContext) -> Result<String, JobError> {
-    ctx.output(Research::CRAWL).await
+#[job] async fn classify(#[output(Research::CRAWL)] page: String) -> Result<String, JobError> {
+    Ok(page)
 }
-#[job] async fn score(ctx: JobContext) -> Result<u32, JobError> {
-    Ok(ctx.output(Research::CRAWL).await?.len() as u32)
+#[job] async fn score(#[output(Research::CRAWL)] page: String) -> Result<u32, JobError> {
+    Ok(page.len() as u32)
 }
-#[job] async fn persist(ctx: JobContext) -> Result<(String, u32, bool), JobError> {
-    let label = ctx.output(Research::CLASSIFY).await?;
-    let score = ctx.output(Research::SCORE).await?;
-    let approved = ctx.output(Research::REVIEW).await?;
+#[job] async fn persist(
+    #[output(Research::CLASSIFY)] label: String,
+    #[output(Research::SCORE)] score: u32,
+    #[output(Research::REVIEW)] approved: bool,
+) -> Result<(String, u32, bool), JobError> {
     Ok((label, score, approved))
 }
 
@@ -23,7 +24,8 @@ struct Research {
     score: Score,
     #[after(classify, score)]
     review: External<bool>,
-    #[after(review)]
+    // A step reads its direct prerequisites only: `persist` names all three it reads.
+    #[after(classify, score, review)]
     #[result]
     persist: Persist,
 }

@@ -1,7 +1,11 @@
 use runledger::prelude::*;
 
 #[job] async fn charge(cents: u64) -> Result<u64, JobError> { Ok(cents) }
-#[job] async fn notify() -> Result<(), JobError> { Ok(()) }
+/// An `#[after_terminal]` prerequisite is read as an `Option`: `None` when it failed.
+#[job] async fn notify(#[output(Checkout::CHARGE)] charged: Option<u64>) -> Result<(), JobError> {
+    let _ = charged;
+    Ok(())
+}
 
 /// No `#[result]`: the run's output is `()`.
 #[workflow]

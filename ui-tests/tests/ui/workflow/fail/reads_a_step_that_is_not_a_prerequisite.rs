@@ -2,19 +2,15 @@ use runledger::prelude::*;
 
 #[job] async fn crawl(url: String) -> Result<String, JobError> { Ok(url) }
 #[job] async fn classify() -> Result<u8, JobError> { Ok(1) }
-#[job] async fn score() -> Result<u8, JobError> { Ok(2) }
 
 #[job]
-async fn report(ctx: JobContext) -> Result<(), JobError> {
-    // `crawl` outputs a String.
-    let page: u64 = ctx.output(Research::CRAWL).await?;
-    let _ = page;
-    Ok(())
-}
+async fn report(#[output(Research::CLASSIFY)] label: u8) -> Result<u8, JobError> { Ok(label) }
 
 #[workflow(name = "profiles.research")]
 struct Research {
     crawl: Crawl,
+    #[after(crawl)]
+    classify: Classify,
     #[after(crawl)]
     report: Report,
 }
