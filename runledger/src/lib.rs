@@ -52,6 +52,7 @@
 mod context;
 mod error;
 mod handler;
+mod intent;
 mod job;
 mod output;
 mod registry;
@@ -94,7 +95,9 @@ pub use runledger_engine::runtime::config::JobsConfig;
 
 pub use context::JobContext;
 pub use engine::core::jobs::JobDefaults;
+pub use engine::postgres::jobs::{JobRequeueExpectation, JobRequeueOutcome};
 pub use error::{Error, HANDLER_ERROR_CODE, JobError};
+pub use intent::IntentHandle;
 pub use job::{EnqueueOptions, Job, JobHandle, enqueue_batch, enqueue_batch_with};
 pub use registry::{
     RegisteredJob, RegisteredSchedule, RegisteredWorkflow, SourceLocation, registered_jobs,

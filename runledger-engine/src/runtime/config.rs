@@ -19,6 +19,8 @@ pub const DEFAULT_REAPER_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_SCHEDULE_POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// Default delay before a reaped job becomes claimable again.
 pub const DEFAULT_REAPER_RETRY_DELAY: Duration = Duration::from_millis(1_000);
+/// Default pause between intent promotion passes when no notification arrives.
+pub const DEFAULT_INTENT_POLL_INTERVAL: Duration = Duration::from_millis(1_000);
 
 /// Smallest poll interval accepted; smaller values are raised to it.
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
@@ -141,6 +143,14 @@ pub struct JobsConfig {
     pub schedule_poll_interval: Duration,
     /// Delay before a reaped job is claimable again (`JOBS_REAPER_RETRY_DELAY_MS`).
     pub reaper_retry_delay: Duration,
+    /// Whether the Supervisor runs the intent promoter, which turns durable enqueue intents of
+    /// the registered job types into jobs (`JOBS_INTENT_PROMOTER_ENABLED`, default `true`).
+    /// Turn it off only where another process of the same job types promotes them.
+    pub intent_promoter_enabled: bool,
+    /// Pause between intent promotion passes when no notification arrives
+    /// (`JOBS_INTENT_POLL_INTERVAL_MS`); it bounds how long a deferred intent waits past its
+    /// retry time.
+    pub intent_poll_interval: Duration,
 }
 
 impl Default for JobsConfig {
@@ -154,6 +164,8 @@ impl Default for JobsConfig {
             reaper_interval: DEFAULT_REAPER_INTERVAL,
             schedule_poll_interval: DEFAULT_SCHEDULE_POLL_INTERVAL,
             reaper_retry_delay: DEFAULT_REAPER_RETRY_DELAY,
+            intent_promoter_enabled: true,
+            intent_poll_interval: DEFAULT_INTENT_POLL_INTERVAL,
         }
     }
 }
@@ -204,6 +216,21 @@ impl JobsConfig {
                 }),
             }
         };
+        let flag = |variable: &'static str| -> Result<Option<bool>, JobsConfigError> {
+            match lookup(variable) {
+                None => Ok(None),
+                Some(value) => match value.trim().to_ascii_lowercase().as_str() {
+                    "" => Ok(None),
+                    "true" | "1" | "yes" | "on" => Ok(Some(true)),
+                    "false" | "0" | "no" | "off" => Ok(Some(false)),
+                    _ => Err(JobsConfigError::InvalidEnvVar {
+                        variable,
+                        value,
+                        expected: "true or false",
+                    }),
+                },
+            }
+        };
         let defaults = Self::default();
         let worker_id = match lookup("JOBS_WORKER_ID").map(|id| id.trim().to_owned()) {
             Some(id) if id.contains('\0') || id.chars().count() > 255 => {
@@ -232,6 +259,10 @@ impl JobsConfig {
                 .map_or(defaults.schedule_poll_interval, Duration::from_secs),
             reaper_retry_delay: read("JOBS_REAPER_RETRY_DELAY_MS")?
                 .map_or(defaults.reaper_retry_delay, Duration::from_millis),
+            intent_promoter_enabled: flag("JOBS_INTENT_PROMOTER_ENABLED")?
+                .unwrap_or(defaults.intent_promoter_enabled),
+            intent_poll_interval: read("JOBS_INTENT_POLL_INTERVAL_MS")?
+                .map_or(defaults.intent_poll_interval, Duration::from_millis),
         };
         Ok(config.clamped())
     }
@@ -240,6 +271,7 @@ impl JobsConfig {
     /// the lease and the reaper's retry delay to their maximums.
     pub fn clamped(mut self) -> Self {
         self.poll_interval = self.poll_interval.max(MIN_POLL_INTERVAL);
+        self.intent_poll_interval = self.intent_poll_interval.max(MIN_POLL_INTERVAL);
         self.claim_batch_size = self.claim_batch_size.clamp(1, MAX_CLAIM_BATCH_SIZE);
         self.lease_ttl = self.lease_ttl.clamp(MIN_LEASE_TTL, MAX_LEASE_TTL);
         self.reaper_retry_delay = self.reaper_retry_delay.min(MAX_REAPER_RETRY_DELAY);
@@ -263,6 +295,9 @@ impl JobsConfig {
         }
         if self.poll_interval < MIN_POLL_INTERVAL {
             return invalid("poll_interval", "must be at least 10 ms");
+        }
+        if self.intent_poll_interval < MIN_POLL_INTERVAL {
+            return invalid("intent_poll_interval", "must be at least 10 ms");
         }
         if self.claim_batch_size == 0 || self.claim_batch_size > MAX_CLAIM_BATCH_SIZE {
             return invalid("claim_batch_size", "must be between 1 and 1000");
@@ -314,6 +349,8 @@ mod tests {
             ("JOBS_REAPER_INTERVAL_SECONDS", "3"),
             ("JOBS_SCHEDULE_POLL_INTERVAL_SECONDS", "9"),
             ("JOBS_REAPER_RETRY_DELAY_MS", "1500"),
+            ("JOBS_INTENT_PROMOTER_ENABLED", "false"),
+            ("JOBS_INTENT_POLL_INTERVAL_MS", "200"),
         ]))
         .unwrap();
         assert_eq!(config.worker_id, "w-1");
@@ -324,7 +361,24 @@ mod tests {
         assert_eq!(config.reaper_interval, Duration::from_secs(3));
         assert_eq!(config.schedule_poll_interval, Duration::from_secs(9));
         assert_eq!(config.reaper_retry_delay, Duration::from_millis(1500));
+        assert!(!config.intent_promoter_enabled);
+        assert_eq!(config.intent_poll_interval, Duration::from_millis(200));
         config.validate().unwrap();
+    }
+
+    #[test]
+    fn the_intent_promoter_is_on_unless_a_flag_turns_it_off() {
+        assert!(
+            JobsConfig::from_lookup(env(&[]))
+                .unwrap()
+                .intent_promoter_enabled
+        );
+        let on = JobsConfig::from_lookup(env(&[("JOBS_INTENT_PROMOTER_ENABLED", " TRUE ")]));
+        assert!(on.unwrap().intent_promoter_enabled);
+        let err =
+            JobsConfig::from_lookup(env(&[("JOBS_INTENT_PROMOTER_ENABLED", "maybe")])).unwrap_err();
+        assert_eq!(err.code(), "config.invalid_env_var");
+        assert!(err.to_string().contains("JOBS_INTENT_PROMOTER_ENABLED"));
     }
 
     #[test]

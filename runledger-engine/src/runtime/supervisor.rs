@@ -1,5 +1,5 @@
-//! The Supervisor: starts the worker, reaper and scheduler loops of a worker process, watches them, and
-//! shuts them down within a deadline.
+//! The Supervisor: starts the worker, intent promoter, scheduler and reaper loops of a worker
+//! process, watches them, and shuts them down within a deadline.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,6 +15,7 @@ use crate::core::jobs::JobId;
 use crate::runtime::catalog::JobCatalog;
 use crate::runtime::config::{JobsConfig, JobsConfigError, warn_if_pool_small};
 use crate::runtime::error::{RuntimeError, RuntimeLoopExit};
+use crate::runtime::intent_promoter::{IntentPromoter, IntentPromoterConfig};
 use crate::runtime::observer::{JobLifecycleObserver, JobLifecycleObservers};
 use crate::runtime::reaper::{Reaper, ReaperConfig};
 use crate::runtime::registry::JobRegistry;
@@ -96,8 +97,10 @@ impl SupervisorBuilder {
         self.pending_error.get_or_insert(err);
     }
 
-    /// Validates everything and starts the loops (requires a Tokio runtime). Fails with
-    /// `config.pool_too_small` when the pool cannot run a worker at all, and warns (in
+    /// Validates everything and starts the loops (requires a Tokio runtime): the worker, the
+    /// intent promoter for the registered job types (unless
+    /// [`JobsConfig::intent_promoter_enabled`] is off), the scheduler and the reaper. Fails
+    /// with `config.pool_too_small` when the pool cannot run a worker at all, and warns (in
     /// tracing) when it allows fewer connections than the loops may use at once.
     pub fn build(self) -> Result<Supervisor, RuntimeError> {
         if let Some(err) = self.pending_error {
@@ -108,8 +111,29 @@ impl SupervisorBuilder {
             return Err(RuntimeError::NoHandlers);
         }
         let worker_config = WorkerConfig::from_jobs_config(&self.config);
-        // The reaper and the scheduler hold one connection each while they run.
-        warn_if_pool_small(&self.pool, worker_config.connections_used() + 2);
+        // The reaper and the scheduler hold one connection each while they run; the intent
+        // promoter one for its passes and one for its LISTEN.
+        let loops = worker_config.connections_used() + 2;
+        let promoter_connections = if self.config.intent_promoter_enabled {
+            2
+        } else {
+            0
+        };
+        warn_if_pool_small(&self.pool, loops + promoter_connections);
+        let promoter = if self.config.intent_promoter_enabled {
+            let mut config = IntentPromoterConfig::from_jobs_config(&self.config);
+            // A LISTEN connection held for good would starve the other loops of a small pool;
+            // the promoter then relies on polling alone.
+            config.listen =
+                self.pool.options().get_max_connections() >= loops + promoter_connections;
+            Some(IntentPromoter::new(
+                self.pool.clone(),
+                self.registry.job_types(),
+                config,
+            )?)
+        } else {
+            None
+        };
         let tree = TaskTree::new();
         let tasks = tree.spawner().clone();
         let shutdown = tasks.child_token();
@@ -141,6 +165,14 @@ impl SupervisorBuilder {
             Box::pin(async move { worker.run(stop, hard).await }),
             tracing::info_span!("runledger.worker", worker.id = %self.config.worker_id),
         );
+        if let Some(promoter) = promoter {
+            let stop = shutdown.clone();
+            start(
+                "intent promoter",
+                Box::pin(async move { promoter.run(stop).await }),
+                tracing::info_span!("runledger.intent_promoter"),
+            );
+        }
         let stop = shutdown.clone();
         start(
             "reaper",
@@ -169,7 +201,7 @@ impl SupervisorBuilder {
 
 type BoxedLoop = std::pin::Pin<Box<dyn Future<Output = RuntimeLoopExit> + Send>>;
 
-/// Runs the worker, reaper and scheduler loops of one worker process.
+/// Runs the worker, intent promoter, scheduler and reaper loops of one worker process.
 ///
 /// `build()` starts the loops; then either hand the process over to
 /// [`Supervisor::run_until_shutdown`] (the usual choice for a worker binary), or keep the

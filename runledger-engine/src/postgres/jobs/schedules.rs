@@ -38,6 +38,9 @@ pub struct JobSchedule {
     pub last_fired_at: Option<DateTime<Utc>>,
     /// Why the last attempt to fire failed, if it did.
     pub last_error_code: Option<String>,
+    /// When the scheduler tries the fire at `next_fire_at` again after it failed; `None`
+    /// while that fire has not failed.
+    pub retry_at: Option<DateTime<Utc>>,
 }
 
 /// Insert-or-update request for a schedule.
@@ -69,7 +72,7 @@ pub struct JobScheduleUpsert<'a> {
     /// Upper bound of the deterministic per-fire delay.
     pub max_jitter_seconds: i32,
     /// First fire when the schedule is created or its cron changes; default: the next cron
-    /// fire after now.
+    /// fire after now for a new schedule, now for a changed cron.
     pub next_fire_at: Option<DateTime<Utc>>,
 }
 
@@ -162,7 +165,10 @@ impl<'a> JobScheduleUpsert<'a> {
 
 /// Creates or updates a schedule. A new schedule takes `is_active` from the request; an
 /// existing one keeps its stored active state (admin pauses survive). The cursor is kept while
-/// the cron expression is unchanged. An invalid cron gives `job_schedule.invalid_cron`; an
+/// the cron expression is unchanged; a changed cron stores `next_fire_at`, or now when it is
+/// `None`, so the schedule fires promptly and then follows its new cron. A new schedule
+/// without `next_fire_at` first fires at the cron's next time. An invalid cron gives
+/// `job_schedule.invalid_cron`; an
 /// active schedule needs an enabled definition (`job_schedule.definition_not_found_or_disabled`).
 pub async fn upsert_job_schedule(
     pool: &PgPool,
@@ -193,7 +199,7 @@ pub async fn set_job_schedule_active(
         WHERE name = $1
         RETURNING id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
                   is_active, organization_id, max_jitter_seconds, next_fire_at, last_fired_at,
-                  last_error_code
+                  last_error_code, retry_at
         "#,
         name,
         is_active,
@@ -220,7 +226,7 @@ pub async fn get_job_schedule<'e>(
         r#"
         SELECT id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
                is_active, organization_id, max_jitter_seconds, next_fire_at, last_fired_at,
-               last_error_code
+               last_error_code, retry_at
         FROM runledger.job_schedules
         WHERE name = $1
         "#,
@@ -238,7 +244,7 @@ pub async fn list_job_schedules<'e>(executor: impl PgExecutor<'e>) -> Result<Vec
         r#"
         SELECT id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
                is_active, organization_id, max_jitter_seconds, next_fire_at, last_fired_at,
-               last_error_code
+               last_error_code, retry_at
         FROM runledger.job_schedules
         ORDER BY name
         "#,
@@ -325,12 +331,13 @@ async fn write_schedule(
             max_jitter_seconds = EXCLUDED.max_jitter_seconds,
             is_active = CASE WHEN $9 THEN EXCLUDED.is_active ELSE s.is_active END,
             next_fire_at = CASE WHEN s.cron_expr = EXCLUDED.cron_expr THEN s.next_fire_at
-                                ELSE EXCLUDED.next_fire_at END,
+                                ELSE coalesce($10, now()) END,
+            retry_at = CASE WHEN s.cron_expr = EXCLUDED.cron_expr THEN s.retry_at END,
             cron_expr = EXCLUDED.cron_expr,
             updated_at = now()
         RETURNING id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
                   is_active, organization_id, max_jitter_seconds, next_fire_at, last_fired_at,
-                  last_error_code
+                  last_error_code, retry_at
         "#,
         spec.name,
         spec.job_type.as_str(),
@@ -341,6 +348,7 @@ async fn write_schedule(
         spec.max_jitter_seconds,
         first_fire,
         apply_active,
+        spec.next_fire_at,
     )
     .fetch_one(&mut *conn)
     .await
@@ -400,7 +408,8 @@ pub const SCHEDULE_ERROR_RETRY_SECONDS: f64 = 60.0;
 /// one job per fire (payload: the template plus `schedule` and `scheduled_for`), and advances
 /// each cursor to the next future fire, so after downtime at most one stale fire is
 /// materialized. A schedule that cannot fire is deferred with its error recorded, without
-/// blocking the others.
+/// blocking the others: its cursor stays on the fire that failed, so the retry (after
+/// [`SCHEDULE_ERROR_RETRY_SECONDS`]) carries that fire's `scheduled_for` and idempotency key.
 pub async fn materialize_due_schedules(pool: &PgPool, limit: i64) -> Result<SchedulePass> {
     let mut tx = pool.begin().await?;
     let due = sqlx::query!(
@@ -409,7 +418,10 @@ pub async fn materialize_due_schedules(pool: &PgPool, limit: i64) -> Result<Sche
         FROM runledger.job_schedules
         WHERE is_active
           AND next_fire_at <= now()
-          AND next_fire_at + runledger.schedule_jitter(name, next_fire_at, max_jitter_seconds) <= now()
+          AND coalesce(
+                retry_at,
+                next_fire_at + runledger.schedule_jitter(name, next_fire_at, max_jitter_seconds)
+              ) <= now()
         ORDER BY next_fire_at
         LIMIT $1
         FOR UPDATE SKIP LOCKED
@@ -470,8 +482,8 @@ pub async fn materialize_due_schedules(pool: &PgPool, limit: i64) -> Result<Sche
                 sqlx::query!(
                     r#"
                     UPDATE runledger.job_schedules
-                    SET next_fire_at = $2, last_fired_at = $3, last_error_code = NULL,
-                        last_error_message = NULL, updated_at = now()
+                    SET next_fire_at = $2, last_fired_at = $3, retry_at = NULL,
+                        last_error_code = NULL, last_error_message = NULL, updated_at = now()
                     WHERE id = $1
                     "#,
                     schedule.id,
@@ -487,7 +499,7 @@ pub async fn materialize_due_schedules(pool: &PgPool, limit: i64) -> Result<Sche
                 sqlx::query!(
                     r#"
                     UPDATE runledger.job_schedules
-                    SET next_fire_at = now() + make_interval(secs => $4), last_error_code = $2,
+                    SET retry_at = now() + make_interval(secs => $4), last_error_code = $2,
                         last_error_message = $3, updated_at = now()
                     WHERE id = $1
                     "#,

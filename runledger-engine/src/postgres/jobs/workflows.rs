@@ -78,7 +78,9 @@ where
         .iter()
         .filter_map(|step| step.job_type.as_ref().map(|t| t.as_str()))
         .collect();
-    if let Some(job_type) = first_unavailable_type(&mut tx, &job_types).await? {
+    let check = check_job_types(&mut tx, &job_types).await?;
+    Error::require_read_committed(&check.level)?;
+    if let Some(job_type) = check.missing {
         return Err(Error::DefinitionNotFoundOrDisabled { job_type });
     }
 
@@ -331,6 +333,11 @@ where
     let run_id = append.workflow_run_id;
     let mut conn = acquire.acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let level =
+        sqlx::query_scalar!(r#"SELECT current_setting('transaction_isolation') AS "level!""#)
+            .fetch_one(&mut *tx)
+            .await?;
+    Error::require_read_committed(&level)?;
     let run = sqlx::query!(
         r#"
         SELECT status AS "status: WorkflowRunStatus", organization_id
@@ -408,7 +415,7 @@ where
         .iter()
         .filter_map(|step| step.job_type.as_ref().map(|t| t.as_str()))
         .collect();
-    if let Some(job_type) = first_unavailable_type(&mut tx, &job_types).await? {
+    if let Some(job_type) = check_job_types(&mut tx, &job_types).await?.missing {
         return Err(Error::DefinitionNotFoundOrDisabled { job_type });
     }
     let step_ids = insert_steps(&mut tx, run_id.0, &append.steps, &existing).await?;
@@ -417,25 +424,33 @@ where
     Ok(WorkflowAppendOutcome::Applied)
 }
 
-/// The first of `job_types` without an enabled definition.
-async fn first_unavailable_type(
-    conn: &mut sqlx::PgConnection,
-    job_types: &[&str],
-) -> Result<Option<String>> {
-    let missing = sqlx::query_scalar!(
+/// The transaction's isolation level and the first of `job_types` without an enabled
+/// definition, in one round trip.
+struct TypeCheck {
+    level: String,
+    missing: Option<String>,
+}
+
+async fn check_job_types(conn: &mut sqlx::PgConnection, job_types: &[&str]) -> Result<TypeCheck> {
+    let row = sqlx::query!(
         r#"
-        SELECT t.job_type AS "job_type!"
-        FROM unnest($1::text[]) AS t(job_type)
-        WHERE NOT EXISTS (
-            SELECT 1 FROM runledger.job_definitions d WHERE d.job_type = t.job_type AND d.is_enabled
-        )
-        LIMIT 1
+        SELECT current_setting('transaction_isolation') AS "level!",
+               (SELECT t.job_type
+                FROM unnest($1::text[]) AS t(job_type)
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM runledger.job_definitions d
+                    WHERE d.job_type = t.job_type AND d.is_enabled
+                )
+                LIMIT 1) AS missing
         "#,
         job_types as &[&str],
     )
-    .fetch_optional(&mut *conn)
+    .fetch_one(&mut *conn)
     .await?;
-    Ok(missing)
+    Ok(TypeCheck {
+        level: row.level,
+        missing: row.missing,
+    })
 }
 
 /// Cancels a run within `scope`: pending and leased step jobs, open gates and blocked steps end
@@ -448,9 +463,11 @@ pub async fn cancel_workflow_run<'e>(
     scope: WorkflowRunHandleScope,
 ) -> Result<()> {
     let (scoped, org) = scope.sql();
-    let previous = sqlx::query_scalar!(
+    let row = sqlx::query!(
         r#"
-        SELECT runledger.workflow_cancel_run(w.id, 'workflow.canceled') AS previous
+        SELECT current_setting('transaction_isolation') AS "level!",
+               CASE WHEN current_setting('transaction_isolation') IN ('read committed', 'read uncommitted')
+                    THEN runledger.workflow_cancel_run(w.id, 'workflow.canceled') END AS previous
         FROM runledger.workflow_runs w
         WHERE w.id = $1 AND (NOT $2 OR w.organization_id IS NOT DISTINCT FROM $3)
         "#,
@@ -460,7 +477,10 @@ pub async fn cancel_workflow_run<'e>(
     )
     .fetch_optional(executor)
     .await?;
-    match previous.flatten().as_deref() {
+    if let Some(row) = &row {
+        Error::require_read_committed(&row.level)?;
+    }
+    match row.and_then(|row| row.previous).as_deref() {
         None => Err(Error::WorkflowRunNotFound { run_id }),
         Some("SUCCEEDED" | "COMPLETED_WITH_ERRORS") => {
             Err(Error::WorkflowRunNotCancelable { run_id })
@@ -540,9 +560,12 @@ pub async fn complete_external_workflow_step<'e>(
             check_text_field(text, "workflow.external_step_invalid_text", what)?;
         }
     }
-    let outcome = sqlx::query_scalar!(
+    let row = sqlx::query!(
         r#"
-        SELECT runledger.workflow_complete_external($1, true, $2, $3, $4, $5, $6, $7, $8) AS "outcome!"
+        SELECT current_setting('transaction_isolation') AS "level!",
+               CASE WHEN current_setting('transaction_isolation') IN ('read committed', 'read uncommitted')
+                    THEN runledger.workflow_complete_external($1, true, $2, $3, $4, $5, $6, $7, $8)
+               END AS outcome
         "#,
         input.workflow_run_id.0,
         input.organization_id,
@@ -555,6 +578,8 @@ pub async fn complete_external_workflow_step<'e>(
     )
     .fetch_one(executor)
     .await?;
+    Error::require_read_committed(&row.level)?;
+    let outcome = row.outcome.unwrap_or_default();
     let run_id = input.workflow_run_id;
     let step_key = || input.step_key.as_str().to_owned();
     match outcome.as_str() {
