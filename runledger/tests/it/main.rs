@@ -6,6 +6,7 @@
 mod connection;
 mod errors;
 mod handles;
+mod intents;
 mod jobs;
 mod results;
 mod schedules;

@@ -41,7 +41,9 @@ pub struct EnqueuedWorkflowRun {
 /// is computed. Works on a pool or inside the caller's transaction (`&mut *tx`).
 ///
 /// Fails with the request's validation code, `job.definition_not_found_or_disabled` when a job
-/// step's type has no enabled definition, or `workflow.idempotency_conflict`.
+/// step's type has no enabled definition, `workflow.idempotency_conflict`, or
+/// `validation.isolation_level_unsupported` inside a REPEATABLE READ or SERIALIZABLE
+/// transaction (releasing steps needs READ COMMITTED).
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
@@ -310,7 +312,8 @@ pub enum WorkflowAppendOutcome {
 /// The mutation key makes it idempotent: an identical retry returns
 /// [`WorkflowAppendOutcome::AlreadyApplied`], a different request under the same key
 /// `workflow.append_conflicting_retry`. A finished run gives `workflow.append_run_finished`; a
-/// step of another organization than the run's, `workflow.step_organization_mismatch`.
+/// step of another organization than the run's, `workflow.step_organization_mismatch`; a
+/// REPEATABLE READ or SERIALIZABLE transaction, `validation.isolation_level_unsupported`.
 pub async fn append_workflow_steps<'c, A>(
     acquire: A,
     append: &WorkflowAppend<'_>,
@@ -456,7 +459,8 @@ async fn check_job_types(conn: &mut sqlx::PgConnection, job_types: &[&str]) -> R
 /// Cancels a run within `scope`: pending and leased step jobs, open gates and blocked steps end
 /// `CANCELED`, and nothing is released afterwards (a completion racing in after the cancel is
 /// refused by its lease). Canceling a canceled run is a no-op; a finished run gives
-/// `workflow.run_not_cancelable`; an unknown or out-of-scope run `workflow.run_not_found`.
+/// `workflow.run_not_cancelable`; an unknown or out-of-scope run `workflow.run_not_found`; a
+/// REPEATABLE READ or SERIALIZABLE transaction `validation.isolation_level_unsupported`.
 pub async fn cancel_workflow_run<'e>(
     executor: impl PgExecutor<'e>,
     run_id: WorkflowRunId,
@@ -523,7 +527,8 @@ pub enum ExternalStepCompletion {
 /// Completes an external step (an approval gate or a callback) and drives the run forward.
 /// An identical retry is idempotent; a retry with other status, reason or error fields gives
 /// `workflow.external_step_conflicting_completion_retry`, one with other output
-/// `workflow.external_step_conflicting_output_retry`.
+/// `workflow.external_step_conflicting_output_retry`. Inside a REPEATABLE READ or SERIALIZABLE
+/// transaction it fails with `validation.isolation_level_unsupported`.
 pub async fn complete_external_workflow_step<'e>(
     executor: impl PgExecutor<'e>,
     input: &CompleteExternalWorkflowStepInput<'_>,
