@@ -387,6 +387,45 @@ enum Outcome {
     Deferred(&'static str, String),
 }
 
+/// A due intent, as the promoter claims it.
+struct DueIntent {
+    id: Uuid,
+    job_type: String,
+    organization_id: Option<Uuid>,
+    idempotency_key: String,
+    payload: Value,
+    priority: Option<i32>,
+    max_attempts: Option<i32>,
+    timeout_seconds: Option<i32>,
+    run_at: Option<DateTime<Utc>>,
+    delay_ms: Option<i64>,
+    created_by_user_id: Option<Uuid>,
+    created_at: DateTime<Utc>,
+}
+
+impl DueIntent {
+    /// The enqueue request the intent recorded; a delay counts from the recording.
+    fn request(&self) -> JobEnqueue<'_> {
+        let mut request = JobEnqueue::new(self.job_type.as_str(), &self.payload)
+            .idempotency_key(&self.idempotency_key);
+        request.organization_id = self.organization_id;
+        request.priority = self.priority;
+        request.max_attempts = self.max_attempts;
+        request.timeout_seconds = self.timeout_seconds;
+        request.created_by_user_id = self.created_by_user_id;
+        match (self.run_at, self.delay_ms) {
+            (Some(run_at), _) => request = request.run_at(run_at),
+            (None, Some(delay_ms)) => {
+                let delay = Duration::from_millis(u64::try_from(delay_ms).unwrap_or(0));
+                request = request.delay(delay);
+                request.delay_from = Some(self.created_at);
+            }
+            (None, None) => {}
+        }
+        request
+    }
+}
+
 /// Promotes up to `promotion.limit` due intents of `promotion.job_types` whose definition is
 /// enabled, in one transaction: intents are claimed with `FOR UPDATE SKIP LOCKED` (two
 /// promoters never take the same intent), and each is enqueued in its own savepoint, so one
@@ -402,9 +441,35 @@ pub async fn promote_job_enqueue_intents(
     promotion: &IntentPromotion<'_>,
 ) -> Result<IntentPromotionPass> {
     let mut pass = IntentPromotionPass::default();
-    if promotion.job_types.is_empty() || promotion.limit <= 0 {
+    if promotion.job_types.is_empty() || promotion.limit <= 0 || !any_due(pool, promotion).await? {
         return Ok(pass);
     }
+    let mut tx = pool.begin().await?;
+    let intents = claim_due(&mut tx, promotion).await?;
+    pass.claimed = intents.len();
+    let mut outcomes = Vec::with_capacity(intents.len());
+    for intent in &intents {
+        let outcome = promote(&mut tx, intent).await?;
+        match &outcome {
+            Outcome::Promoted(_) => pass.promoted += 1,
+            Outcome::Conflicted(message) => {
+                pass.conflicted += 1;
+                tracing::warn!(intent.id = %intent.id, job.r#type = %intent.job_type, %message, "enqueue intent conflicts with an existing job");
+            }
+            Outcome::Deferred(code, message) => {
+                pass.deferred += 1;
+                tracing::warn!(intent.id = %intent.id, job.r#type = %intent.job_type, code, %message, "enqueue intent could not be promoted; deferred");
+            }
+        }
+        outcomes.push((intent.id, outcome));
+    }
+    record_outcomes(&mut tx, &outcomes, promotion).await?;
+    tx.commit().await?;
+    Ok(pass)
+}
+
+/// The idle check: one index probe per job type.
+async fn any_due(pool: &PgPool, promotion: &IntentPromotion<'_>) -> Result<bool> {
     let due = sqlx::query_scalar!(
         r#"
         SELECT EXISTS (
@@ -421,12 +486,15 @@ pub async fn promote_job_enqueue_intents(
     )
     .fetch_one(pool)
     .await?;
-    if !due {
-        return Ok(pass);
-    }
+    Ok(due)
+}
 
-    let mut tx = pool.begin().await?;
-    let intents = sqlx::query!(
+async fn claim_due(
+    conn: &mut sqlx::PgConnection,
+    promotion: &IntentPromotion<'_>,
+) -> Result<Vec<DueIntent>> {
+    let intents = sqlx::query_as!(
+        DueIntent,
         r#"
         SELECT i.id, i.job_type, i.organization_id, i.idempotency_key, i.payload, i.priority,
                i.max_attempts, i.timeout_seconds, i.run_at, i.delay_ms, i.created_by_user_id,
@@ -444,87 +512,79 @@ pub async fn promote_job_enqueue_intents(
         promotion.job_types,
         promotion.limit,
     )
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut *conn)
     .await?;
-    pass.claimed = intents.len();
+    Ok(intents)
+}
 
-    let mut ids = Vec::with_capacity(intents.len());
-    let mut statuses = Vec::with_capacity(intents.len());
-    let mut job_ids = Vec::with_capacity(intents.len());
-    let mut codes = Vec::with_capacity(intents.len());
-    let mut messages = Vec::with_capacity(intents.len());
-    for intent in &intents {
-        let mut request = JobEnqueue::new(intent.job_type.as_str(), &intent.payload)
-            .idempotency_key(&intent.idempotency_key);
-        request.organization_id = intent.organization_id;
-        request.priority = intent.priority;
-        request.max_attempts = intent.max_attempts;
-        request.timeout_seconds = intent.timeout_seconds;
-        request.created_by_user_id = intent.created_by_user_id;
-        match (intent.run_at, intent.delay_ms) {
-            (Some(run_at), _) => request = request.run_at(run_at),
-            (None, Some(delay_ms)) => {
-                request =
-                    request.delay(Duration::from_millis(u64::try_from(delay_ms).unwrap_or(0)));
-                request.delay_from = Some(intent.created_at);
-            }
-            (None, None) => {}
+/// Enqueues one intent's job in a savepoint. A lost connection fails the whole batch (nothing
+/// of it commits); any other failure is this intent's outcome.
+async fn promote(conn: &mut sqlx::PgConnection, intent: &DueIntent) -> Result<Outcome> {
+    let request = intent.request();
+    let mut savepoint = sqlx::Connection::begin(&mut *conn).await?;
+    let enqueued = enqueue_on(&mut savepoint, std::slice::from_ref(&request))
+        .await
+        .and_then(|jobs| {
+            jobs.first()
+                .map(|job| job.id)
+                .ok_or_else(|| Error::corrupt("enqueue returned no job"))
+        });
+    match enqueued {
+        Ok(job_id) => {
+            savepoint.commit().await?;
+            Ok(Outcome::Promoted(job_id))
         }
-
-        let mut savepoint = sqlx::Connection::begin(&mut *tx).await?;
-        let outcome = match enqueue_on(&mut savepoint, std::slice::from_ref(&request)).await {
-            Ok(jobs) => {
-                savepoint.commit().await?;
-                match jobs.first() {
-                    Some(job) => Outcome::Promoted(job.id),
-                    None => Outcome::Deferred(
-                        "storage.corrupt_row",
-                        "enqueue returned no job".to_owned(),
-                    ),
-                }
-            }
-            Err(err) => {
-                savepoint.rollback().await?;
-                match err {
-                    Error::Query(ref query) if query.is_connection_error() => return Err(err),
-                    Error::IdempotencyConflict {
-                        existing_job_id, ..
-                    } => Outcome::Conflicted(format!(
-                        "job {existing_job_id} has this idempotency key and another request"
-                    )),
-                    other => Outcome::Deferred(other.code(), other.internal_message()),
-                }
-            }
-        };
-        ids.push(intent.id);
-        match outcome {
-            Outcome::Promoted(job_id) => {
-                pass.promoted += 1;
-                statuses.push(JobIntentStatus::Promoted.as_str());
-                job_ids.push(Some(job_id.0));
-                codes.push(None);
-                messages.push(None);
-            }
-            Outcome::Conflicted(message) => {
-                pass.conflicted += 1;
-                tracing::warn!(intent.id = %intent.id, job.r#type = %intent.job_type, %message, "enqueue intent conflicts with an existing job");
-                statuses.push(JobIntentStatus::Conflicted.as_str());
-                job_ids.push(None);
-                codes.push(Some("job.idempotency_conflict"));
-                messages.push(Some(message));
-            }
-            Outcome::Deferred(code, message) => {
-                pass.deferred += 1;
-                tracing::warn!(intent.id = %intent.id, job.r#type = %intent.job_type, code, %message, "enqueue intent could not be promoted; deferred");
-                let message = storable_text(truncate_chars(&message, MAX_ERROR_MESSAGE_CHARS));
-                statuses.push(JobIntentStatus::Pending.as_str());
-                job_ids.push(None);
-                codes.push(Some(code));
-                messages.push(Some(message.into_owned()));
-            }
+        Err(err) => {
+            savepoint.rollback().await?;
+            Ok(match err {
+                Error::Query(ref query) if query.is_connection_error() => return Err(err),
+                Error::IdempotencyConflict {
+                    existing_job_id, ..
+                } => Outcome::Conflicted(format!(
+                    "job {existing_job_id} has this idempotency key and another request"
+                )),
+                other => Outcome::Deferred(other.code(), other.internal_message()),
+            })
         }
     }
+}
 
+/// Writes a batch's outcomes in one statement; deferred intents get their next try time.
+async fn record_outcomes(
+    conn: &mut sqlx::PgConnection,
+    outcomes: &[(Uuid, Outcome)],
+    promotion: &IntentPromotion<'_>,
+) -> Result<()> {
+    if outcomes.is_empty() {
+        return Ok(());
+    }
+    let mut ids = Vec::with_capacity(outcomes.len());
+    let mut statuses = Vec::with_capacity(outcomes.len());
+    let mut job_ids = Vec::with_capacity(outcomes.len());
+    let mut codes = Vec::with_capacity(outcomes.len());
+    let mut messages = Vec::with_capacity(outcomes.len());
+    for (id, outcome) in outcomes {
+        let (status, job_id, code, message) = match outcome {
+            Outcome::Promoted(job_id) => (JobIntentStatus::Promoted, Some(job_id.0), None, None),
+            Outcome::Conflicted(message) => (
+                JobIntentStatus::Conflicted,
+                None,
+                Some("job.idempotency_conflict"),
+                Some(message.clone()),
+            ),
+            Outcome::Deferred(code, message) => (
+                JobIntentStatus::Pending,
+                None,
+                Some(*code),
+                Some(storable_text(truncate_chars(message, MAX_ERROR_MESSAGE_CHARS)).into_owned()),
+            ),
+        };
+        ids.push(*id);
+        statuses.push(status.as_str());
+        job_ids.push(job_id);
+        codes.push(code);
+        messages.push(message);
+    }
     sqlx::query!(
         r#"
         UPDATE runledger.job_enqueue_intents i
@@ -550,10 +610,9 @@ pub async fn promote_job_enqueue_intents(
         millis(promotion.retry_base_delay),
         millis(promotion.retry_max_delay.max(promotion.retry_base_delay)),
     )
-    .execute(&mut *tx)
+    .execute(&mut *conn)
     .await?;
-    tx.commit().await?;
-    Ok(pass)
+    Ok(())
 }
 
 fn millis(duration: Duration) -> i64 {
