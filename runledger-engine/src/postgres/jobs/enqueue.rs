@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use crate::core::jobs::{JobId, JobStatus, JobType};
 use crate::postgres::error::{Error, Result};
-use crate::postgres::input::{check_payload, check_text_field, check_timestamp};
+use crate::postgres::input::{check_key, check_payload, check_timestamp};
 
 /// A request to put one job in the queue. Unset settings come from the job definition.
 ///
@@ -136,13 +136,7 @@ impl<'a> JobEnqueue<'a> {
     pub(crate) fn validate(&self) -> Result<()> {
         self.job_type.validate()?;
         if let Some(key) = self.idempotency_key {
-            if key.trim().is_empty() || key.chars().count() > 255 {
-                return Err(Error::invalid_input(
-                    "job.invalid_idempotency_key",
-                    "idempotency key must be 1 to 255 characters and not blank",
-                ));
-            }
-            check_text_field(key, "job.invalid_idempotency_key", "the idempotency key")?;
+            check_key(key, "job.invalid_idempotency_key", "the idempotency key")?;
         }
         check_payload(self.payload, "the payload")?;
         if let Some(run_at) = self.run_at {

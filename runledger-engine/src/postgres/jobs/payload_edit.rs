@@ -5,8 +5,8 @@ use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use crate::core::jobs::{JobId, JobStatus};
-use crate::postgres::error::{Error, Result};
-use crate::postgres::input::check_text_field;
+use crate::postgres::error::Result;
+use crate::postgres::input::check_key;
 use crate::postgres::jobs::scope::TenantScope;
 
 /// What [`update_job_payload_uuid_array_field`] did.
@@ -89,13 +89,7 @@ pub async fn update_job_payload_uuid_array_field<'e>(
     field: &str,
     values: &[Uuid],
 ) -> Result<JobPayloadUuidArrayFieldUpdate> {
-    if field.trim().is_empty() || field.chars().count() > 255 {
-        return Err(Error::invalid_input(
-            "job.invalid_payload_field",
-            "the payload field name must be 1 to 255 characters and not blank",
-        ));
-    }
-    check_text_field(field, "job.invalid_payload_field", "the payload field name")?;
+    check_key(field, "job.invalid_payload_field", "the payload field name")?;
     let (scoped, organization) = scope.sql();
     let row = sqlx::query!(
         r#"

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use crate::core::jobs::{JobId, JobStatus};
 use crate::postgres::error::{Error, Result};
-use crate::postgres::input::check_text_field;
+use crate::postgres::input::check_key;
 use crate::postgres::jobs::enqueue::{JobEnqueue, enqueue_jobs};
 use crate::postgres::jobs::scope::TenantScope;
 
@@ -62,23 +62,12 @@ impl<'a> JobReplay<'a> {
     }
 
     fn validate(&self) -> Result<()> {
-        for (text, code, what) in [
-            (self.replay_key, "job.invalid_replay_key", "the replay key"),
-            (
-                self.reason,
-                "job.invalid_replay_reason",
-                "the replay reason",
-            ),
-        ] {
-            if text.trim().is_empty() || text.chars().count() > 255 {
-                return Err(Error::invalid_input(
-                    code,
-                    format!("{what} must be 1 to 255 characters and not blank"),
-                ));
-            }
-            check_text_field(text, code, what)?;
-        }
-        Ok(())
+        check_key(self.replay_key, "job.invalid_replay_key", "the replay key")?;
+        check_key(
+            self.reason,
+            "job.invalid_replay_reason",
+            "the replay reason",
+        )
     }
 }
 

@@ -14,7 +14,7 @@ use crate::core::jobs::{
     WorkflowStepId, WorkflowStepKind, WorkflowStepStatus,
 };
 use crate::postgres::error::{Error, Result};
-use crate::postgres::input::{check_json_field, check_text_field};
+use crate::postgres::input::{check_json_field, check_key, check_text_field};
 use crate::postgres::jobs::scope::TenantScope;
 
 /// The PostgreSQL channel notified (payload: the run id) when a run becomes terminal.
@@ -322,13 +322,7 @@ where
     A: Acquire<'c, Database = Postgres>,
 {
     let key = append.mutation_key;
-    if key.trim().is_empty() || key.chars().count() > 255 {
-        return Err(Error::invalid_input(
-            "workflow.invalid_mutation_key",
-            "the mutation key must be 1 to 255 characters and not blank",
-        ));
-    }
-    check_text_field(key, "workflow.invalid_mutation_key", "the mutation key")?;
+    check_key(key, "workflow.invalid_mutation_key", "the mutation key")?;
     for step in &append.steps {
         step.validate()?;
     }
