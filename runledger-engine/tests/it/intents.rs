@@ -521,6 +521,34 @@ async fn the_supervisor_promotes_intents_and_runs_their_jobs(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn on_the_smallest_pool_the_promoter_polls_instead_of_holding_a_listen_connection(
+    pool: PgPool,
+) {
+    let catalog = confirm_catalog();
+    catalog.sync_definitions(&pool).await.unwrap();
+    let two = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    let supervisor = Supervisor::builder(&two, fast_config("w-small-pool"))
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap();
+    let id = record(&pool, "orders.confirm", &json!({"order_id": 8}), "order:8").await;
+    enqueue_job(
+        &pool,
+        &JobEnqueue::new("orders.confirm", &json!({"direct": true})),
+    )
+    .await
+    .unwrap();
+    wait_for_status(&pool, "SUCCEEDED", 2, WAIT).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+    assert_eq!(intent(&pool, id).await.status, JobIntentStatus::Promoted);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn a_supervisor_with_the_promoter_switched_off_leaves_intents_pending(pool: PgPool) {
     let catalog = confirm_catalog();
     catalog.sync_definitions(&pool).await.unwrap();
