@@ -176,9 +176,12 @@ pub(crate) struct App {
     pub(crate) selected_step: usize,
     pub(crate) pane: Pane,
     pub(crate) detail_scroll: u16,
-    /// `v`: wide tables on lists, raw JSON on detail screens.
+    /// `v` on lists: wide tables.
     pub(crate) wide: bool,
+    /// `R`: raw (compact) rather than pretty JSON payloads.
     pub(crate) raw_json: bool,
+    /// `v` on detail screens: long payload lines wrap rather than being cut at the edge.
+    pub(crate) wrap: bool,
     pub(crate) input: Option<Input>,
     pub(crate) help: bool,
     pub(crate) paused: bool,
@@ -251,6 +254,7 @@ impl App {
             detail_scroll: 0,
             wide: false,
             raw_json: false,
+            wrap: true,
             input: None,
             help: false,
             paused: false,
@@ -657,14 +661,20 @@ impl App {
                 self.workflow_filter.type_contains = value;
                 self.reset_workflow_page();
             }
-            InputKind::Organization => match value.as_deref().map(Uuid::parse_str) {
-                None => self.organization = None,
-                Some(Ok(org)) => {
-                    self.organization = Some(org);
-                    self.remembered_organization = Some(org);
+            InputKind::Organization => {
+                match value.as_deref().map(Uuid::parse_str) {
+                    None => self.organization = None,
+                    Some(Ok(org)) => {
+                        self.organization = Some(org);
+                        self.remembered_organization = Some(org);
+                    }
+                    Some(Err(_)) => {
+                        self.flash = Some(format!("not a UUID: {}", input.text.trim()));
+                    }
                 }
-                Some(Err(_)) => self.flash = Some(format!("not a UUID: {}", input.text.trim())),
-            },
+                self.reset_queue_page();
+                self.reset_workflow_page();
+            }
             InputKind::Command => return self.run_command(value.as_deref().unwrap_or_default()),
         }
         Vec::new()
@@ -693,7 +703,7 @@ impl App {
             ("2" | "queue", _) => self.switch_tab(Tab::Queue),
             ("3" | "workflows", _) => self.switch_tab(Tab::Workflows),
             ("4" | "definitions", _) => self.switch_tab(Tab::Definitions),
-            ("r" | "refresh", _) => return vec![Effect::Poller(Command::ForceRefresh)],
+            ("r" | "refresh", _) => return vec![Effect::Poller(Command::Refresh)],
             ("job", arg) => match parse(arg) {
                 Some(id) => self.open(Detail::Job(JobId(id))),
                 None => self.flash = Some("usage: :job <uuid>".to_owned()),
@@ -835,9 +845,9 @@ impl App {
             },
             KeyCode::Char('v') => match screen {
                 Screen::Tab(_) => self.wide = !self.wide,
-                Screen::Job(_) | Screen::Workflow(_) => self.raw_json = !self.raw_json,
+                Screen::Job(_) | Screen::Workflow(_) => self.wrap = !self.wrap,
             },
-            KeyCode::Char('R') => return vec![Effect::Poller(Command::ForceRefresh)],
+            KeyCode::Char('R') => self.raw_json = !self.raw_json,
             KeyCode::Char('r' | '.') => return vec![Effect::Poller(Command::Refresh)],
             KeyCode::Char('p') => {
                 self.paused = !self.paused;
@@ -850,7 +860,8 @@ impl App {
                 }
             }
             KeyCode::Char(':') => self.open_input(InputKind::Command),
-            KeyCode::Char('o') => {
+            KeyCode::Char('o') => self.open_input(InputKind::Organization),
+            KeyCode::Char('O') => {
                 if self.organization.is_some() {
                     self.organization = None;
                 } else if self.remembered_organization.is_some() {

@@ -8,7 +8,8 @@ use runledger_engine::core::jobs::{
     JobId, JobStatus, WorkflowRunId, WorkflowRunStatus, WorkflowStepKind, WorkflowStepStatus,
 };
 use runledger_engine::postgres::jobs::{
-    JobActivityMinute, JobDefinition, JobDetail, JobMetrics, JobRecord, JobRuntimeConfig,
+    JobActivityMinute, JobDefinition, JobDetail, JobIntentMetrics, JobMetrics, JobRecord,
+    JobRuntimeConfig,
     JobSchedule, WorkflowRunRecord, WorkflowStepRecord,
 };
 use serde_json::Value;
@@ -80,6 +81,7 @@ pub(crate) struct MetricRow {
     pub(crate) dead_lettered_24h: i64,
     pub(crate) p50_ms: Option<f64>,
     pub(crate) p95_ms: Option<f64>,
+    pub(crate) panicked_24h: i64,
 }
 
 impl From<JobMetrics> for MetricRow {
@@ -96,6 +98,7 @@ impl From<JobMetrics> for MetricRow {
             dead_lettered_24h: m.dead_lettered_24h,
             p50_ms: m.p50_duration_ms,
             p95_ms: m.p95_duration_ms,
+            panicked_24h: m.panicked_24h,
         }
     }
 }
@@ -119,6 +122,31 @@ impl From<JobActivityMinute> for ActivityPoint {
     }
 }
 
+/// Durable enqueue intents, summed over job types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct IntentTotals {
+    pub(crate) pending: i64,
+    pub(crate) deferred: i64,
+    pub(crate) oldest_pending_at: Option<DateTime<Utc>>,
+    pub(crate) promoted_24h: i64,
+    pub(crate) conflicted_24h: i64,
+}
+
+impl IntentTotals {
+    pub(crate) fn sum(rows: &[JobIntentMetrics]) -> Self {
+        rows.iter().fold(Self::default(), |total, row| Self {
+            pending: total.pending + row.pending,
+            deferred: total.deferred + row.deferred,
+            oldest_pending_at: match (total.oldest_pending_at, row.oldest_pending_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            promoted_24h: total.promoted_24h + row.promoted_24h,
+            conflicted_24h: total.conflicted_24h + row.conflicted_24h,
+        })
+    }
+}
+
 /// Dashboard figures.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct DashboardData {
@@ -128,6 +156,7 @@ pub(crate) struct DashboardData {
     pub(crate) runs_running: i64,
     pub(crate) runs_waiting: i64,
     pub(crate) runs_with_errors: i64,
+    pub(crate) intents: IntentTotals,
 }
 
 /// A job as the views show it.
@@ -495,10 +524,8 @@ pub(crate) enum PollerEvent {
 /// What the UI asks of the poller besides a new query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Command {
-    /// Fetch now.
-    Refresh,
     /// Fetch now, even when paused, and forget the error backoff.
-    ForceRefresh,
+    Refresh,
     /// Stop or resume the periodic refresh.
     SetPaused(bool),
 }

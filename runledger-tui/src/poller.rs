@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use runledger_engine::core::jobs::{JobId, WorkflowRunId, WorkflowRunStatus};
 use runledger_engine::postgres::jobs::{
     JobListFilter, TenantScope, WorkflowRunCountFilter, WorkflowRunListFilter, count_jobs,
-    count_workflow_runs, get_job_activity, get_job_by_id, get_job_detail, get_job_metrics,
+    count_workflow_runs, get_job_activity, get_job_by_id, get_job_detail, get_job_intent_metrics,
+    get_job_metrics,
     get_workflow_run, list_job_definitions, list_job_runtime_configs, list_job_schedules,
     list_jobs, list_workflow_run_step_counts, list_workflow_runs, list_workflow_steps,
 };
@@ -16,9 +17,9 @@ use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
 
 use crate::model::{
-    COUNT_CAP, Command, DashboardData, Data, DefinitionRow, Found, JobDetailData, PollerEvent,
-    Query, QueueData, QueueFilter, RunRow, Snapshot, ViewQuery, WorkflowDetailData, WorkflowFilter,
-    WorkflowsData,
+    COUNT_CAP, Command, DashboardData, Data, DefinitionRow, Found, IntentTotals, JobDetailData,
+    PollerEvent, Query, QueueData, QueueFilter, RunRow, Snapshot, ViewQuery, WorkflowDetailData,
+    WorkflowFilter, WorkflowsData,
 };
 
 /// Longest wait between retries after errors.
@@ -60,8 +61,7 @@ pub(crate) async fn run(
                         continue;
                     }
                 }
-                Some(Command::Refresh) => {}
-                Some(Command::ForceRefresh) => failures = 0,
+                Some(Command::Refresh) => failures = 0,
             },
             () = tokio::time::sleep_until(next_at), if !paused => {}
         }
@@ -155,6 +155,7 @@ async fn fetch_data(
     Ok(match &query.view {
         ViewQuery::Dashboard => {
             let metrics = get_job_metrics(pool, org).await?;
+            let intents = IntentTotals::sum(&get_job_intent_metrics(pool, org).await?);
             let none = WorkflowFilter::default();
             let count = |status| run_count_filter(Some(status), &none, org);
             let activity = get_job_activity(pool, org).await?;
@@ -172,6 +173,7 @@ async fn fetch_data(
                     &count(WorkflowRunStatus::CompletedWithErrors),
                 )
                 .await?,
+                intents,
             })
         }
         ViewQuery::Queue { filter, after } => {

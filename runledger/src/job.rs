@@ -15,9 +15,11 @@ use uuid::Uuid;
 use crate::context::JobContext;
 use crate::engine::core::jobs::{JobDefaults, JobId, JobStatus};
 use crate::engine::postgres::jobs::{
-    JobEnqueue, JobRecord, TenantScope, enqueue_jobs, get_job_by_id,
+    JobEnqueue, JobRecord, JobReplay, JobRequeueExpectation, JobRequeueOutcome, TenantScope,
+    enqueue_jobs, get_job_by_id, replay_job, requeue_job_if,
 };
 use crate::error::{Error, JobError};
+use crate::intent::{self, IntentHandle};
 use crate::output;
 
 /// A job payload type: what `#[job]` generates from an `async fn`.
@@ -108,6 +110,59 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
                     detail: "enqueue returned no job".to_owned(),
                 })
             })
+        }
+    }
+
+    /// Records a durable enqueue intent for this payload under `idempotency_key`, inside the
+    /// caller's transaction (`&mut *tx`): the job is enqueued later by the intent promoter of
+    /// a worker that runs this job type, even one deployed after the intent was recorded.
+    ///
+    /// Choose it over [`enqueue`](Self::enqueue) when the producer may commit before any
+    /// worker registered the type (a rolling deploy, a new job type): `enqueue` fails then
+    /// with `job.definition_not_found_or_disabled`, an intent waits. Recording the same payload
+    /// under the same key again returns the first intent; another payload under it fails with
+    /// `job.intent_idempotency_conflict`. If a job with this key but another request already
+    /// exists when the promoter runs, the intent ends `CONFLICTED`.
+    ///
+    /// ```no_run
+    /// # use runledger::prelude::*;
+    /// # #[job] async fn confirm_order(order_id: u64) -> Result<(), JobError> { Ok(()) }
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::Error> {
+    /// let mut tx = pool.begin().await?;
+    /// // ... insert the order row with &mut *tx ...
+    /// let intent = ConfirmOrder { order_id: 42 }.record_intent(&mut *tx, "order:42:confirm").await?;
+    /// tx.commit().await?; // a rollback would leave no intent and no job
+    /// # let _ = intent;
+    /// # Ok(()) }
+    /// ```
+    fn record_intent<'c, A>(
+        &self,
+        executor: A,
+        idempotency_key: &str,
+    ) -> impl Future<Output = Result<IntentHandle<Self>, Error>> + Send
+    where
+        A: Acquire<'c, Database = Postgres> + Send,
+    {
+        self.record_intent_with(
+            executor,
+            EnqueueOptions::new().idempotency_key(idempotency_key),
+        )
+    }
+
+    /// Like [`record_intent`](Self::record_intent), with [`EnqueueOptions`]; the options must
+    /// carry the idempotency key (`job.intent_idempotency_key_required` otherwise).
+    fn record_intent_with<'c, A>(
+        &self,
+        executor: A,
+        options: EnqueueOptions,
+    ) -> impl Future<Output = Result<IntentHandle<Self>, Error>> + Send
+    where
+        A: Acquire<'c, Database = Postgres> + Send,
+    {
+        let payload = serde_json::to_value(self);
+        async move {
+            let payload = payload.map_err(|e| Error::serialize("job payload", &e))?;
+            intent::record::<Self, A>(executor, &payload, &options).await
         }
     }
 }
@@ -252,7 +307,7 @@ impl EnqueueOptions {
         self
     }
 
-    fn apply<'a>(&'a self, mut request: JobEnqueue<'a>) -> JobEnqueue<'a> {
+    pub(crate) fn apply<'a>(&'a self, mut request: JobEnqueue<'a>) -> JobEnqueue<'a> {
         if let Some(key) = &self.idempotency_key {
             request = request.idempotency_key(key);
         }
@@ -357,6 +412,87 @@ impl<J: Job> JobHandle<J> {
             return Ok(None);
         }
         output::decode(J::NAME, record.output).map(Some)
+    }
+
+    /// The status and run number of the job as it is now: what [`requeue_if`](Self::requeue_if)
+    /// compares, so read it before deciding to requeue.
+    pub async fn observe<'e>(
+        &self,
+        executor: impl sqlx::PgExecutor<'e>,
+    ) -> Result<JobRequeueExpectation, Error> {
+        Ok((&self.record(executor).await?).into())
+    }
+
+    /// Compare-and-requeue: puts the dead-lettered or canceled job back in the queue (a new
+    /// run with a fresh attempt budget) only while its status and run number are still the
+    /// ones `expected` saw; otherwise returns
+    /// [`JobRequeueOutcome::ExpectationMismatch`] and changes nothing. A workflow step fails
+    /// with `job.workflow_requeue_not_supported`.
+    ///
+    /// ```no_run
+    /// # use runledger::prelude::*;
+    /// # use runledger::engine::postgres::jobs::JobRequeueOutcome;
+    /// # #[job] async fn export(day: String) -> Result<(), JobError> { Ok(()) }
+    /// # async fn demo(pool: sqlx::PgPool, job: runledger::JobHandle<Export>) -> Result<(), runledger::Error> {
+    /// let seen = job.observe(&pool).await?;
+    /// // ... an operator looks at the failure and decides to retry it ...
+    /// match job.requeue_if(&pool, seen).await? {
+    ///     JobRequeueOutcome::Requeued { run_number } => println!("run {run_number} started"),
+    ///     _ => println!("someone else acted first"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn requeue_if<'c, A>(
+        &self,
+        acquire: A,
+        expected: JobRequeueExpectation,
+    ) -> Result<JobRequeueOutcome, Error>
+    where
+        A: Acquire<'c, Database = Postgres> + Send,
+    {
+        let mut conn = acquire.acquire().await?;
+        self.record(&mut *conn).await?;
+        let scope = TenantScope::from_organization(self.organization_id);
+        Ok(requeue_job_if(&mut *conn, self.id, scope, expected).await?)
+    }
+
+    /// Replays this succeeded job as a new job of the same type and payload, and records the
+    /// lineage. Idempotent on `replay_key`: the same key and reason return the first replay;
+    /// the key reused with another reason (or for another job) fails with
+    /// `job.replay_idempotency_conflict`. A job that has not succeeded fails with
+    /// `job.replay_invalid_state`, a workflow step with `job.workflow_replay_not_supported`.
+    ///
+    /// ```no_run
+    /// # use runledger::prelude::*;
+    /// # #[job] async fn export(day: String) -> Result<(), JobError> { Ok(()) }
+    /// # async fn demo(pool: sqlx::PgPool, job: runledger::JobHandle<Export>) -> Result<(), runledger::Error> {
+    /// let again = job.replay(&pool, "export-fix-1234", "the exporter dropped rows").await?;
+    /// println!("replayed as {}", again.id());
+    /// # Ok(()) }
+    /// ```
+    pub async fn replay<'c, A>(
+        &self,
+        acquire: A,
+        replay_key: &str,
+        reason: &str,
+    ) -> Result<JobHandle<J>, Error>
+    where
+        A: Acquire<'c, Database = Postgres> + Send,
+    {
+        let mut conn = acquire.acquire().await?;
+        self.record(&mut *conn).await?;
+        let scope = TenantScope::from_organization(self.organization_id);
+        let replayed = replay_job(
+            &mut *conn,
+            &JobReplay::new(self.id, replay_key, reason).scope(scope),
+        )
+        .await?;
+        Ok(JobHandle {
+            id: replayed.job_id,
+            organization_id: self.organization_id,
+            created: replayed.created,
+            _job: PhantomData,
+        })
     }
 
     /// The job's row, in the handle's organization scope, once it is known to be a `J`.

@@ -54,6 +54,7 @@ mod context;
 mod error;
 mod fan_out;
 mod handler;
+mod intent;
 mod job;
 mod output;
 mod reads;
@@ -97,8 +98,10 @@ pub use runledger_engine::runtime::config::JobsConfig;
 
 pub use context::JobContext;
 pub use engine::core::jobs::{JobDefaults, JobProgressUpdate};
+pub use engine::postgres::jobs::{JobRequeueExpectation, JobRequeueOutcome};
 pub use error::{Error, HANDLER_ERROR_CODE, JobError};
 pub use fan_out::{FAN_IN_JOB_TYPE, FanOut, FanOutStep, fan_in_handler};
+pub use intent::IntentHandle;
 pub use job::{EnqueueOptions, Job, JobHandle, enqueue_batch, enqueue_batch_with};
 pub use registry::{
     RegisteredJob, RegisteredSchedule, RegisteredWorkflow, SourceLocation, registered_jobs,

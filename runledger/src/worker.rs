@@ -15,8 +15,7 @@ use crate::engine::postgres::{
 use crate::engine::runtime::catalog::{CatalogJobScheduleSpec, JobCatalog};
 use crate::engine::runtime::config::{JobsConfig, JobsConfigError, check_pool_size};
 use crate::engine::runtime::registry::JobHandler;
-use crate::engine::runtime::supervisor::BACKGROUND_LOOP_CONNECTIONS;
-use crate::engine::runtime::worker::WorkerConfig;
+use crate::engine::runtime::supervisor::connections_used;
 use crate::engine::runtime::{JobLifecycleObserver, Supervisor, SupervisorBuilder};
 use crate::error::Error;
 use crate::fan_out::{FAN_IN_JOB_TYPE, fan_in_handler};
@@ -51,8 +50,8 @@ pub enum SchemaMode {
 ///
 /// Building a worker collects the registrations (two jobs, workflows or schedules with the
 /// same name fail here, naming both source locations); [`start`](Self::start) prepares the
-/// schema, syncs job definitions and schedules, and starts the worker, reaper and scheduler
-/// loops.
+/// schema, syncs job definitions and schedules, and starts the worker, intent promoter,
+/// scheduler and reaper loops.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), runledger::Error> {
@@ -190,8 +189,8 @@ impl Worker {
         Ok(())
     }
 
-    /// Prepares (see [`prepare`](Self::prepare)) and starts the worker, reaper and scheduler
-    /// loops. Returns once the worker is running.
+    /// Prepares (see [`prepare`](Self::prepare)) and starts the worker, intent promoter,
+    /// scheduler and reaper loops. Returns once the worker is running.
     pub async fn start(self) -> Result<RunningWorker, Error> {
         let catalog = self.catalog();
         self.sync(&catalog).await?;
@@ -260,14 +259,12 @@ impl Worker {
 }
 
 /// The runtime's own connections (LISTEN, claims, batched completions, heartbeats, logs, the
-/// reaper and the scheduler) plus one per handler slot for handlers that use
-/// [`Worker::pool`]; capped at 50 so that a few worker processes stay within PostgreSQL's
-/// default `max_connections` (pass your own pool to [`Worker::builder`] to size it
-/// differently).
+/// reaper, the scheduler, and the intent promoter's pass and LISTEN) plus one per handler slot
+/// for handlers that use [`Worker::pool`]; capped at 50 so that a few worker processes stay
+/// within PostgreSQL's default `max_connections` (pass your own pool to [`Worker::builder`] to
+/// size it differently).
 fn pool_size(config: &JobsConfig) -> u32 {
-    let loops = WorkerConfig::from_jobs_config(config)
-        .connections_used()
-        .saturating_add(BACKGROUND_LOOP_CONNECTIONS);
+    let loops = connections_used(config);
     loops
         .saturating_add(config.max_global_concurrency)
         .min(50)

@@ -5,7 +5,7 @@ use std::fmt;
 use super::connect::ConnectionFailure;
 
 use crate::core::jobs::{
-    IdentifierError, JobId, JobStatus, WorkflowRunId, WorkflowValidationError,
+    IdentifierError, JobId, JobIntentId, JobStatus, WorkflowRunId, WorkflowValidationError,
 };
 
 /// Result alias for persistence calls.
@@ -148,6 +148,46 @@ pub enum Error {
         /// The job created by the original request.
         existing_job_id: JobId,
     },
+    /// The intent's idempotency key is already used by an intent with a different request.
+    #[error("intent idempotency key `{idempotency_key}` was already used for a different request")]
+    IntentIdempotencyConflict {
+        /// The key.
+        idempotency_key: String,
+        /// The intent recorded by the original request.
+        existing_intent_id: JobIntentId,
+    },
+    /// The replay key is already used by a replay of another job or with another reason.
+    #[error("replay key `{replay_key}` was already used for a different replay")]
+    ReplayIdempotencyConflict {
+        /// The key.
+        replay_key: String,
+        /// The job the original replay created.
+        existing_replay_job_id: JobId,
+    },
+    /// Workflow step jobs cannot be replayed on their own; that would run a step outside its
+    /// DAG.
+    #[error("job {job_id} belongs to a workflow and cannot be replayed directly")]
+    WorkflowReplayNotSupported {
+        /// The job.
+        job_id: JobId,
+    },
+    /// The operation needs READ COMMITTED semantics (to see rows other transactions committed
+    /// meanwhile), and the caller's transaction runs at a stricter isolation level.
+    #[error(
+        "this operation needs READ COMMITTED isolation; the transaction runs at {}",
+        level.to_uppercase()
+    )]
+    IsolationLevelUnsupported {
+        /// The transaction's isolation level as PostgreSQL names it (`repeatable read`,
+        /// `serializable`).
+        level: String,
+    },
+    /// The enqueue intent does not exist (or not in the caller's scope).
+    #[error("enqueue intent {intent_id} not found")]
+    IntentNotFound {
+        /// The requested intent.
+        intent_id: JobIntentId,
+    },
     /// The job does not exist.
     #[error("job {job_id} not found")]
     JobNotFound {
@@ -168,7 +208,7 @@ pub enum Error {
         job_id: JobId,
         /// Its current status.
         status: JobStatus,
-        /// What was attempted (`canceled`, `requeued`).
+        /// What was attempted (`canceled`, `requeued`, `replayed`).
         operation: &'static str,
     },
     /// Workflow step jobs cannot be requeued directly; that would bypass the DAG.
@@ -276,9 +316,15 @@ impl Error {
             Self::DefinitionNotFound { .. } => "job_definition.not_found",
             Self::IdempotencyConflict { .. } => "job.idempotency_conflict",
             Self::JobNotFound { .. } => "job.not_found",
+            Self::IntentNotFound { .. } => "job.intent_not_found",
             Self::LeaseOwnerMismatch { .. } => "job.lease_owner_mismatch",
+            Self::IntentIdempotencyConflict { .. } => "job.intent_idempotency_conflict",
+            Self::ReplayIdempotencyConflict { .. } => "job.replay_idempotency_conflict",
+            Self::WorkflowReplayNotSupported { .. } => "job.workflow_replay_not_supported",
+            Self::IsolationLevelUnsupported { .. } => "validation.isolation_level_unsupported",
             Self::InvalidJobState { operation, .. } => match *operation {
                 "canceled" => "job.cancel_invalid_state",
+                "replayed" => "job.replay_invalid_state",
                 _ => "job.requeue_invalid_state",
             },
             Self::WorkflowRequeueNotSupported { .. } => "job.workflow_requeue_not_supported",
@@ -308,15 +354,20 @@ impl Error {
             Self::InvalidIdentifier(_)
             | Self::InvalidInput { .. }
             | Self::InvalidWorkflow(_)
-            | Self::InvalidCron { .. } => ErrorCategory::Validation,
+            | Self::InvalidCron { .. }
+            | Self::IsolationLevelUnsupported { .. } => ErrorCategory::Validation,
             Self::ScheduleNotFound { .. } => ErrorCategory::NotFound,
             Self::ScheduleDefinitionUnavailable { .. } => ErrorCategory::Conflict,
             Self::DefinitionNotFound { .. }
             | Self::JobNotFound { .. }
+            | Self::IntentNotFound { .. }
             | Self::WorkflowRunNotFound { .. } => ErrorCategory::NotFound,
             Self::NotAPrerequisite { .. } => ErrorCategory::Validation,
             Self::DefinitionNotFoundOrDisabled { .. }
             | Self::IdempotencyConflict { .. }
+            | Self::IntentIdempotencyConflict { .. }
+            | Self::ReplayIdempotencyConflict { .. }
+            | Self::WorkflowReplayNotSupported { .. }
             | Self::LeaseOwnerMismatch { .. }
             | Self::InvalidJobState { .. }
             | Self::WorkflowRequeueNotSupported { .. }
@@ -346,6 +397,18 @@ impl Error {
         Self::InvalidInput {
             code,
             message: message.into(),
+        }
+    }
+
+    /// Refuses an isolation level other than READ COMMITTED (or READ UNCOMMITTED, which
+    /// PostgreSQL runs as READ COMMITTED), as `current_setting('transaction_isolation')` names
+    /// it.
+    pub(crate) fn require_read_committed(level: &str) -> Result<()> {
+        match level {
+            "read committed" | "read uncommitted" => Ok(()),
+            other => Err(Self::IsolationLevelUnsupported {
+                level: other.to_owned(),
+            }),
         }
     }
 

@@ -36,6 +36,18 @@ pub(crate) fn check_text_field(text: &str, code: &'static str, what: &str) -> Re
     }
 }
 
+/// A key or name the caller chooses (an idempotency, mutation or replay key, a field name),
+/// refused with `code` when blank, longer than 255 characters or containing NUL.
+pub(crate) fn check_key(text: &str, code: &'static str, what: &str) -> Result<()> {
+    if text.trim().is_empty() || text.chars().count() > 255 {
+        return Err(Error::invalid_input(
+            code,
+            format!("{what} must be 1 to 255 characters and not blank"),
+        ));
+    }
+    check_text_field(text, code, what)
+}
+
 /// A timestamp, refused with `code` outside the years 1 to 9999.
 pub(crate) fn check_timestamp(at: DateTime<Utc>, code: &'static str, what: &str) -> Result<()> {
     if is_storable_timestamp(at) {

@@ -8,8 +8,9 @@ use sqlx::{Decode, Encode, Postgres, Type};
 use uuid::Uuid;
 
 use crate::core::jobs::{
-    JobAttemptOutcome, JobEventType, JobFailureKind, JobId, JobLogLevel, JobScheduleId, JobStatus,
-    WorkflowRunId, WorkflowRunStatus, WorkflowStepId, WorkflowStepStatus,
+    JobAttemptOutcome, JobEventType, JobFailureKind, JobId, JobIntentId, JobIntentStatus,
+    JobLogLevel, JobScheduleId, JobStatus, WorkflowRunId, WorkflowRunStatus, WorkflowStepId,
+    WorkflowStepStatus,
 };
 
 macro_rules! text_enum_sql {
@@ -45,6 +46,7 @@ text_enum_sql!(
     JobAttemptOutcome,
     JobEventType,
     JobLogLevel,
+    JobIntentStatus,
     WorkflowRunStatus,
     WorkflowStepStatus,
 );
@@ -77,4 +79,10 @@ macro_rules! uuid_newtype_sql {
     )+};
 }
 
-uuid_newtype_sql!(JobId, WorkflowRunId, WorkflowStepId, JobScheduleId);
+uuid_newtype_sql!(
+    JobId,
+    WorkflowRunId,
+    WorkflowStepId,
+    JobScheduleId,
+    JobIntentId
+);

@@ -9,9 +9,12 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::core::jobs::{IdentifierError, JobDefaults, JobType};
+use crate::core::jobs::{
+    IdentifierError, JobDefaults, JobType, StepKey, WorkflowStepEnqueueBuilder,
+};
 use crate::postgres::jobs::{
-    JobDefinitionUpsert, JobScheduleUpsert, job_schedule, sync_job_definitions, sync_job_schedules,
+    JobDefinitionUpsert, JobEnqueue, JobScheduleUpsert, job_schedule, sync_job_definitions,
+    sync_job_schedules,
 };
 use crate::runtime::registry::{JobHandler, JobRegistry, RegistryError};
 
@@ -44,9 +47,17 @@ pub enum CatalogError {
         /// The field.
         field: &'static str,
     },
-    /// Overrides were given for a job type the catalog does not register.
-    #[error("catalog overrides name `{job_type}`, which the catalog does not register")]
+    /// A job type the catalog does not register was named: by definition overrides, or by a
+    /// catalog-validated enqueue or step builder.
+    #[error("job type `{job_type}` is not registered in the catalog")]
     UnknownJobType {
+        /// The job type.
+        job_type: String,
+    },
+    /// A catalog-validated enqueue or step builder named a job type whose effective
+    /// definition (catalog defaults, then its overrides) is disabled.
+    #[error("job type `{job_type}` is disabled in the catalog")]
+    JobTypeDisabled {
         /// The job type.
         job_type: String,
     },
@@ -90,6 +101,7 @@ impl CatalogError {
             Self::InvalidJobType(err) => err.code(),
             Self::InvalidDefinitionValue { .. } => "catalog.invalid_definition_value",
             Self::UnknownJobType { .. } => "catalog.unknown_job_type",
+            Self::JobTypeDisabled { .. } => "catalog.job_type_disabled",
             Self::InvalidScope { .. } => "catalog.invalid_scope",
             Self::ActiveScheduleExists { .. } => "job_definition.active_schedule_exists",
             Self::ScheduleUnknownJobType { .. } => "catalog.schedule_unknown_job_type",
@@ -230,7 +242,7 @@ pub struct CatalogJobScheduleSpec<'a> {
     /// Upper bound of the deterministic per-fire delay.
     pub max_jitter_seconds: i32,
     /// First fire when the schedule is created or its cron changes; default: the next cron
-    /// fire after now.
+    /// fire after now for a new schedule, now (a prompt fire) for a changed cron.
     pub next_fire_at: Option<DateTime<Utc>>,
 }
 
@@ -544,17 +556,93 @@ impl JobCatalog {
                     job_type: entry.job_type.clone(),
                 });
             }
-            let overrides = self
-                .pending_overrides
-                .iter()
-                .filter(|(job_type, _)| job_type == &entry.job_type)
-                .fold(entry.overrides, |acc, (_, more)| more.or(acc));
+            let overrides = self.overrides_of(entry);
             check_positive(&entry.job_type, &overrides)?;
             let definition = JobDefinitionUpsert::new(entry.job_type.as_str())
                 .values(overrides.or(self.defaults));
             definitions.push(definition);
         }
         Ok(definitions)
+    }
+
+    /// An entry's own overrides, with those given by [`Self::definition_overrides`] on top.
+    fn overrides_of(&self, entry: &CatalogEntry) -> JobDefaults {
+        self.pending_overrides
+            .iter()
+            .filter(|(job_type, _)| job_type == &entry.job_type)
+            .fold(entry.overrides, |acc, (_, more)| more.or(acc))
+    }
+
+    /// Refuses a job type the catalog does not register or whose effective definition is
+    /// disabled.
+    fn check_enqueueable(&self, job_type: &str) -> Result<(), CatalogError> {
+        let entry = self
+            .entries
+            .iter()
+            .find(|entry| entry.job_type == job_type)
+            .ok_or_else(|| CatalogError::UnknownJobType {
+                job_type: job_type.to_owned(),
+            })?;
+        if self.overrides_of(entry).or(self.defaults).enabled == Some(false) {
+            return Err(CatalogError::JobTypeDisabled {
+                job_type: job_type.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A catalog-validated enqueue request: refuses, before any SQL, a job type the catalog
+    /// does not register (`catalog.unknown_job_type`) or whose effective definition is
+    /// disabled (`catalog.job_type_disabled`). Hand the request to
+    /// [`enqueue_job`](crate::postgres::jobs::enqueue_job) or
+    /// [`record_job_enqueue_intent`](crate::postgres::jobs::record_job_enqueue_intent); a
+    /// definition an operator disabled in the database is refused there.
+    ///
+    /// ```
+    /// # use runledger_engine::core::prelude::*;
+    /// # struct SendEmail;
+    /// # #[async_trait]
+    /// # impl JobHandler for SendEmail {
+    /// #     fn job_type(&self) -> JobType<'static> { JobType::new("emails.send") }
+    /// #     async fn execute(&self, _: JobContext, _: serde_json::Value) -> Result<JobCompletion, JobFailure> {
+    /// #         Ok(JobCompletion::success())
+    /// #     }
+    /// # }
+    /// use runledger_engine::runtime::catalog::JobCatalog;
+    ///
+    /// let catalog = JobCatalog::new().handler(SendEmail);
+    /// let payload = serde_json::json!({"to": "ada@example.com"});
+    /// let request = catalog.job_enqueue("emails.send", &payload).unwrap().priority(5);
+    /// assert_eq!(request.priority, Some(5));
+    ///
+    /// let typo = catalog.job_enqueue("email.send", &payload).unwrap_err();
+    /// assert_eq!(typo.code(), "catalog.unknown_job_type");
+    /// ```
+    pub fn job_enqueue<'a>(
+        &self,
+        job_type: &'a str,
+        payload: &'a Value,
+    ) -> Result<JobEnqueue<'a>, CatalogError> {
+        self.check_enqueueable(job_type)?;
+        Ok(JobEnqueue::new(job_type, payload))
+    }
+
+    /// A catalog-validated workflow job step: like [`Self::job_enqueue`], refuses an
+    /// unregistered or disabled job type before any SQL, and returns the step builder to
+    /// finish (dependencies, priority, …) and add to a
+    /// [`WorkflowRunEnqueueBuilder`](crate::core::jobs::WorkflowRunEnqueueBuilder).
+    pub fn workflow_step<'a>(
+        &self,
+        step_key: &'a str,
+        job_type: &'a str,
+        payload: &'a Value,
+    ) -> Result<WorkflowStepEnqueueBuilder<'a>, CatalogError> {
+        self.check_enqueueable(job_type)?;
+        Ok(WorkflowStepEnqueueBuilder::new(
+            StepKey::new(step_key),
+            JobType::new(job_type),
+            payload,
+        ))
     }
 
     /// Additive sync: inserts missing definitions and restores the fields the catalog owns

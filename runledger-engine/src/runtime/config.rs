@@ -23,6 +23,8 @@ pub const DEFAULT_SCHEDULE_POLL_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_REAPER_RETRY_DELAY: Duration = Duration::from_millis(1_000);
 /// Default pause between pruner passes.
 pub const DEFAULT_PRUNE_INTERVAL: Duration = Duration::from_secs(60);
+/// Default pause between intent promotion passes when no notification arrives.
+pub const DEFAULT_INTENT_POLL_INTERVAL: Duration = Duration::from_millis(1_000);
 
 /// Smallest poll interval accepted; smaller values are raised to it.
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
@@ -154,6 +156,14 @@ pub struct JobsConfig {
     /// `JOBS_RETAIN_DEAD_LETTERED_SECONDS`, `JOBS_RETAIN_CANCELED_SECONDS`); a job
     /// definition's own retention wins for its type.
     pub retention: Retention,
+    /// Whether the Supervisor runs the intent promoter, which turns durable enqueue intents of
+    /// the registered job types into jobs (`JOBS_INTENT_PROMOTER_ENABLED`, default `true`).
+    /// Turn it off only where another process of the same job types promotes them.
+    pub intent_promoter_enabled: bool,
+    /// Pause between intent promotion passes when no notification arrives
+    /// (`JOBS_INTENT_POLL_INTERVAL_MS`); it bounds how long a deferred intent waits past its
+    /// retry time.
+    pub intent_poll_interval: Duration,
 }
 
 impl Default for JobsConfig {
@@ -170,6 +180,8 @@ impl Default for JobsConfig {
             pruner_enabled: true,
             prune_interval: DEFAULT_PRUNE_INTERVAL,
             retention: Retention::default(),
+            intent_promoter_enabled: true,
+            intent_poll_interval: DEFAULT_INTENT_POLL_INTERVAL,
         }
     }
 }
@@ -218,6 +230,21 @@ impl JobsConfig {
                         expected: "a non-negative integer",
                     }
                 }),
+            }
+        };
+        let flag = |variable: &'static str| -> Result<Option<bool>, JobsConfigError> {
+            match lookup(variable) {
+                None => Ok(None),
+                Some(value) => match value.trim().to_ascii_lowercase().as_str() {
+                    "" => Ok(None),
+                    "true" | "1" | "yes" | "on" => Ok(Some(true)),
+                    "false" | "0" | "no" | "off" => Ok(Some(false)),
+                    _ => Err(JobsConfigError::InvalidEnvVar {
+                        variable,
+                        value,
+                        expected: "true or false",
+                    }),
+                },
             }
         };
         let defaults = Self::default();
@@ -282,6 +309,10 @@ impl JobsConfig {
             pruner_enabled,
             prune_interval: seconds("JOBS_PRUNE_INTERVAL_SECONDS", defaults.prune_interval)?,
             retention,
+            intent_promoter_enabled: flag("JOBS_INTENT_PROMOTER_ENABLED")?
+                .unwrap_or(defaults.intent_promoter_enabled),
+            intent_poll_interval: read("JOBS_INTENT_POLL_INTERVAL_MS")?
+                .map_or(defaults.intent_poll_interval, Duration::from_millis),
         };
         Ok(config.clamped())
     }
@@ -290,6 +321,7 @@ impl JobsConfig {
     /// the lease, the reaper's retry delay and the retentions to their maximums.
     pub fn clamped(mut self) -> Self {
         self.poll_interval = self.poll_interval.max(MIN_POLL_INTERVAL);
+        self.intent_poll_interval = self.intent_poll_interval.max(MIN_POLL_INTERVAL);
         self.claim_batch_size = self.claim_batch_size.clamp(1, MAX_CLAIM_BATCH_SIZE);
         self.lease_ttl = self.lease_ttl.clamp(MIN_LEASE_TTL, MAX_LEASE_TTL);
         self.reaper_retry_delay = self.reaper_retry_delay.min(MAX_REAPER_RETRY_DELAY);
@@ -315,6 +347,9 @@ impl JobsConfig {
         }
         if self.poll_interval < MIN_POLL_INTERVAL {
             return invalid("poll_interval", "must be at least 10 ms");
+        }
+        if self.intent_poll_interval < MIN_POLL_INTERVAL {
+            return invalid("intent_poll_interval", "must be at least 10 ms");
         }
         if self.claim_batch_size == 0 || self.claim_batch_size > MAX_CLAIM_BATCH_SIZE {
             return invalid("claim_batch_size", "must be between 1 and 1000");
@@ -385,6 +420,8 @@ mod tests {
             ("JOBS_RETAIN_SUCCEEDED_SECONDS", "3600"),
             ("JOBS_RETAIN_DEAD_LETTERED_SECONDS", "7200"),
             ("JOBS_RETAIN_CANCELED_SECONDS", "60"),
+            ("JOBS_INTENT_PROMOTER_ENABLED", "false"),
+            ("JOBS_INTENT_POLL_INTERVAL_MS", "200"),
         ]))
         .unwrap();
         assert_eq!(config.worker_id, "w-1");
@@ -404,6 +441,8 @@ mod tests {
                 .dead_lettered(Duration::from_secs(7_200))
                 .canceled(Duration::from_secs(60))
         );
+        assert!(!config.intent_promoter_enabled);
+        assert_eq!(config.intent_poll_interval, Duration::from_millis(200));
         config.validate().unwrap();
     }
 
@@ -421,6 +460,21 @@ mod tests {
         assert_eq!(huge.retention.canceled, MAX_RETENTION);
         let err = JobsConfig::from_lookup(env(&[("JOBS_PRUNER_ENABLED", "maybe")])).unwrap_err();
         assert!(err.to_string().contains("JOBS_PRUNER_ENABLED"));
+    }
+
+    #[test]
+    fn the_intent_promoter_is_on_unless_a_flag_turns_it_off() {
+        assert!(
+            JobsConfig::from_lookup(env(&[]))
+                .unwrap()
+                .intent_promoter_enabled
+        );
+        let on = JobsConfig::from_lookup(env(&[("JOBS_INTENT_PROMOTER_ENABLED", " TRUE ")]));
+        assert!(on.unwrap().intent_promoter_enabled);
+        let err =
+            JobsConfig::from_lookup(env(&[("JOBS_INTENT_PROMOTER_ENABLED", "maybe")])).unwrap_err();
+        assert_eq!(err.code(), "config.invalid_env_var");
+        assert!(err.to_string().contains("JOBS_INTENT_PROMOTER_ENABLED"));
     }
 
     #[test]

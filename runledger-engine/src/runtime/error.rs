@@ -1,4 +1,4 @@
-//! Runtime errors and loop exit reasons.
+//! Runtime errors, the errors of one pass of each loop, and loop exit reasons.
 
 use crate::core::jobs::JobId;
 use crate::runtime::catalog::CatalogError;
@@ -80,3 +80,59 @@ impl RuntimeError {
         }
     }
 }
+
+/// Defines the error of one pass of a background loop: a database statement failed. The loop
+/// itself logs it and tries again at its next pass; tests and custom orchestration calling
+/// `run_once` see it.
+macro_rules! pass_error {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        #[derive(Debug, thiserror::Error)]
+        #[non_exhaustive]
+        pub enum $name {
+            /// A statement of the pass failed (see the persistence error's code); nothing of
+            /// the failed batch was committed.
+            #[error(transparent)]
+            Persistence(#[from] crate::postgres::Error),
+        }
+
+        impl $name {
+            /// Stable error code (the persistence error's, e.g. `storage.unavailable`).
+            pub fn code(&self) -> &'static str {
+                match self {
+                    Self::Persistence(err) => err.code(),
+                }
+            }
+
+            /// Full diagnostic for server-side logs.
+            pub fn internal_message(&self) -> String {
+                match self {
+                    Self::Persistence(err) => err.internal_message(),
+                }
+            }
+        }
+    };
+}
+
+pass_error!(
+    /// Why a pass of the worker loop failed: the persistence error that
+    /// [`Worker::run_once`](crate::runtime::worker::Worker::run_once) returns, under the name
+    /// the other loops' errors share (`?` and `From` convert it).
+    WorkerError
+);
+pass_error!(
+    /// Why a reaper sweep ([`Reaper::run_once`](crate::runtime::reaper::Reaper::run_once))
+    /// failed.
+    ReaperError
+);
+pass_error!(
+    /// Why a scheduler pass
+    /// ([`Scheduler::run_once`](crate::runtime::scheduler::Scheduler::run_once)) failed.
+    SchedulerError
+);
+pass_error!(
+    /// Why an intent promotion pass
+    /// ([`IntentPromoter::run_once`](crate::runtime::intent_promoter::IntentPromoter::run_once))
+    /// failed.
+    IntentPromoterError
+);

@@ -1,9 +1,11 @@
-//! The worker runtime: handler registry and catalog, configuration, the worker, reaper,
-//! scheduler and pruner loops, lifecycle observers and the [`Supervisor`] that runs them.
+//! The worker runtime: handler registry and catalog, configuration, the worker, intent
+//! promoter, scheduler, reaper and pruner loops, lifecycle observers and the [`Supervisor`]
+//! that runs them.
 
 pub mod catalog;
 pub mod config;
 pub mod error;
+pub mod intent_promoter;
 mod job_logs;
 mod job_services;
 pub mod observer;
@@ -15,7 +17,10 @@ pub mod supervisor;
 mod tasks;
 pub mod worker;
 
-pub use error::{Error, Result, RuntimeError, RuntimeLoopExit};
+pub use error::{
+    Error, IntentPromoterError, ReaperError, Result, RuntimeError, RuntimeLoopExit, SchedulerError,
+    WorkerError,
+};
 pub use observer::{
     JobCompletionPersistFailedEvent, JobCompletionPersistenceOperation, JobFailedEvent,
     JobFailureDisposition, JobLeaseLostEvent, JobLeaseReapedDisposition, JobLeaseReapedEvent,

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::jobs::JobStatus;
 use crate::postgres::jobs::reap_expired_leases;
 use crate::runtime::config::{JobsConfig, JobsConfigError};
-use crate::runtime::error::RuntimeLoopExit;
+use crate::runtime::error::{ReaperError, RuntimeLoopExit};
 use crate::runtime::observer::{JobLeaseReapedEvent, JobLifecycleObservers, LifecycleEvent};
 use crate::runtime::tasks::TaskTree;
 
@@ -92,7 +92,7 @@ impl Reaper {
     }
 
     /// One sweep: bounded batches, repeated while they come back full.
-    pub async fn run_once(&self) -> Result<ReaperPass, crate::postgres::Error> {
+    pub async fn run_once(&self) -> Result<ReaperPass, ReaperError> {
         let mut pass = ReaperPass::default();
         loop {
             let reaped =

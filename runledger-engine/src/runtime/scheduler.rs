@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::postgres::jobs::{SchedulePass, materialize_due_schedules};
 use crate::runtime::config::{JobsConfig, JobsConfigError};
-use crate::runtime::error::RuntimeLoopExit;
+use crate::runtime::error::{RuntimeLoopExit, SchedulerError};
 
 /// Default most fires materialized per transaction.
 pub const DEFAULT_SCHEDULER_BATCH_SIZE: i64 = 100;
@@ -60,7 +60,7 @@ impl Scheduler {
     }
 
     /// One pass: bounded batches, repeated while they come back full.
-    pub async fn run_once(&self) -> Result<SchedulePass, crate::postgres::Error> {
+    pub async fn run_once(&self) -> Result<SchedulePass, SchedulerError> {
         let mut total = SchedulePass::default();
         loop {
             let pass = materialize_due_schedules(&self.pool, self.config.batch_size).await?;

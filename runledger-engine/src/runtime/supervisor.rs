@@ -1,5 +1,5 @@
-//! The Supervisor: starts the worker, reaper, scheduler and pruner loops of a worker process,
-//! watches them, and shuts them down within a deadline.
+//! The Supervisor: starts the worker, intent promoter, scheduler, reaper and pruner loops of a
+//! worker process, watches them, and shuts them down within a deadline.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,6 +15,7 @@ use crate::core::jobs::JobId;
 use crate::runtime::catalog::JobCatalog;
 use crate::runtime::config::{JobsConfig, JobsConfigError, warn_if_pool_small};
 use crate::runtime::error::{RuntimeError, RuntimeLoopExit};
+use crate::runtime::intent_promoter::{IntentPromoter, IntentPromoterConfig};
 use crate::runtime::observer::{JobLifecycleObserver, JobLifecycleObservers};
 use crate::runtime::pruner::{Pruner, PrunerConfig};
 use crate::runtime::reaper::{Reaper, ReaperConfig};
@@ -29,6 +30,17 @@ const HARD_STOP_GRACE: Duration = Duration::from_millis(500);
 /// Connections the Supervisor's loops other than the worker may hold at once: the reaper, the
 /// scheduler and the pruner, one each.
 pub const BACKGROUND_LOOP_CONNECTIONS: u32 = 3;
+
+/// Connections a Supervisor with `config` may hold at once for its own loops: the worker's (see
+/// [`WorkerConfig::connections_used`]), the reaper, scheduler and pruner, and the intent
+/// promoter's pass and LISTEN when it runs. Size a pool above this by what handlers use.
+pub fn connections_used(config: &JobsConfig) -> u32 {
+    let promoter = if config.intent_promoter_enabled { 2 } else { 0 };
+    WorkerConfig::from_jobs_config(config)
+        .connections_used()
+        .saturating_add(BACKGROUND_LOOP_CONNECTIONS)
+        .saturating_add(promoter)
+}
 
 /// Anything `Supervisor::builder` accepts as configuration: a [`JobsConfig`], or the result of
 /// [`JobsConfig::from_env`] (whose error then surfaces from the builder).
@@ -101,8 +113,11 @@ impl SupervisorBuilder {
         self.pending_error.get_or_insert(err);
     }
 
-    /// Validates everything and starts the loops (requires a Tokio runtime). Fails with
-    /// `config.pool_too_small` when the pool cannot run a worker at all, and warns (in
+    /// Validates everything and starts the loops (requires a Tokio runtime): the worker, the
+    /// intent promoter for the registered job types (unless
+    /// [`JobsConfig::intent_promoter_enabled`] is off), the scheduler, the reaper and the pruner
+    /// (unless [`JobsConfig::pruner_enabled`] is off). Fails
+    /// with `config.pool_too_small` when the pool cannot run a worker at all, and warns (in
     /// tracing) when it allows fewer connections than the loops may use at once.
     pub fn build(self) -> Result<Supervisor, RuntimeError> {
         if let Some(err) = self.pending_error {
@@ -113,10 +128,21 @@ impl SupervisorBuilder {
             return Err(RuntimeError::NoHandlers);
         }
         let worker_config = WorkerConfig::from_jobs_config(&self.config);
-        warn_if_pool_small(
-            &self.pool,
-            worker_config.connections_used() + BACKGROUND_LOOP_CONNECTIONS,
-        );
+        let needed = connections_used(&self.config);
+        warn_if_pool_small(&self.pool, needed);
+        let promoter = if self.config.intent_promoter_enabled {
+            let mut config = IntentPromoterConfig::from_jobs_config(&self.config);
+            // A LISTEN connection held for good would starve the other loops of a small pool;
+            // the promoter then relies on polling alone.
+            config.listen = self.pool.options().get_max_connections() >= needed;
+            Some(IntentPromoter::new(
+                self.pool.clone(),
+                self.registry.job_types(),
+                config,
+            )?)
+        } else {
+            None
+        };
         let tree = TaskTree::new();
         let tasks = tree.spawner().clone();
         let shutdown = tasks.child_token();
@@ -152,6 +178,14 @@ impl SupervisorBuilder {
             Box::pin(async move { worker.run(stop, hard).await }),
             tracing::info_span!("runledger.worker", worker.id = %self.config.worker_id),
         );
+        if let Some(promoter) = promoter {
+            let stop = shutdown.clone();
+            start(
+                "intent promoter",
+                Box::pin(async move { promoter.run(stop).await }),
+                tracing::info_span!("runledger.intent_promoter"),
+            );
+        }
         let stop = shutdown.clone();
         start(
             "reaper",
@@ -188,7 +222,7 @@ impl SupervisorBuilder {
 
 type BoxedLoop = std::pin::Pin<Box<dyn Future<Output = RuntimeLoopExit> + Send>>;
 
-/// Runs the worker, reaper, scheduler and pruner loops of one worker process.
+/// Runs the worker, intent promoter, scheduler, reaper and pruner loops of one worker process.
 ///
 /// `build()` starts the loops; then either hand the process over to
 /// [`Supervisor::run_until_shutdown`] (the usual choice for a worker binary), or keep the

@@ -191,8 +191,12 @@ async fn invalid_cron_is_refused_and_a_corrupt_row_does_not_block_others(pool: P
         Some("job_schedule.invalid_cron")
     );
     assert!(
-        corrupt.next_fire_at > Utc::now(),
+        corrupt.retry_at.is_some_and(|at| at > Utc::now()),
         "deferred, not retried in a tight loop"
+    );
+    assert!(
+        corrupt.next_fire_at < Utc::now(),
+        "the cursor stays on the fire that failed"
     );
     assert_eq!(scheduled_jobs(&pool).await.len(), 1);
 }

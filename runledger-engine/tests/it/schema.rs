@@ -9,13 +9,15 @@ use runledger_engine::postgres::{
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-const TABLES: [&str; 12] = [
+const TABLES: [&str; 14] = [
     "job_attempts",
     "job_dead_letters",
     "job_definitions",
+    "job_enqueue_intents",
     "job_events",
     "job_logs",
     "job_queue",
+    "job_replays",
     "job_runtime_configs",
     "job_schedules",
     "workflow_run_mutations",

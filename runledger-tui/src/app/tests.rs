@@ -254,14 +254,18 @@ fn f_cycles_status_filters_and_c_clears_them() {
 }
 
 #[test]
-fn v_toggles_the_view() {
+fn v_toggles_wide_lists_and_payload_wrapping_r_toggles_raw_payloads() {
     let mut app = queue_app();
     press(&mut app, KeyCode::Char('v'));
     assert!(app.wide);
     press(&mut app, KeyCode::Enter);
+    assert!(app.wrap, "payloads wrap by default");
     press(&mut app, KeyCode::Char('v'));
+    assert!(!app.wrap);
+    assert!(app.wide, "v on a detail screen leaves the list view alone");
+    press(&mut app, KeyCode::Char('R'));
     assert!(app.raw_json);
-    press(&mut app, KeyCode::Char('v'));
+    press(&mut app, KeyCode::Char('R'));
     assert!(!app.raw_json);
 }
 
@@ -278,7 +282,8 @@ fn refresh_keys_and_pause_talk_to_the_poller() {
     );
     assert_eq!(
         press(&mut app, KeyCode::Char('R')),
-        vec![Effect::Poller(Command::ForceRefresh)]
+        Vec::new(),
+        "R toggles raw payloads; it does not refresh"
     );
     assert_eq!(
         press(&mut app, KeyCode::Char('p')),
@@ -350,14 +355,10 @@ fn colon_runs_commands_and_jumps_to_ids() {
 }
 
 #[test]
-fn o_toggles_the_organization_scope() {
+fn o_edits_the_organization_scope_and_shift_o_toggles_it() {
     let mut app = app();
     press(&mut app, KeyCode::Char('o'));
-    assert_eq!(
-        app.input.as_ref().unwrap().kind,
-        InputKind::Organization,
-        "asks when none is known"
-    );
+    assert_eq!(app.input.as_ref().unwrap().kind, InputKind::Organization);
     type_text(&mut app, "not-a-uuid");
     press(&mut app, KeyCode::Enter);
     assert!(app.flash.as_deref().unwrap().contains("not a UUID"));
@@ -368,10 +369,24 @@ fn o_toggles_the_organization_scope() {
     type_text(&mut app, &org.to_string());
     press(&mut app, KeyCode::Enter);
     assert_eq!(app.organization, Some(org));
+
     press(&mut app, KeyCode::Char('o'));
+    assert_eq!(
+        app.input.as_ref().unwrap().text,
+        org.to_string(),
+        "o edits the current scope, even when one is set"
+    );
+    let _ = app.handle_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(
+        app.organization, None,
+        "an empty scope means all organizations"
+    );
+
+    press(&mut app, KeyCode::Char('O'));
+    assert_eq!(app.organization, Some(org), "O brings the last scope back");
+    press(&mut app, KeyCode::Char('O'));
     assert_eq!(app.organization, None);
-    press(&mut app, KeyCode::Char('o'));
-    assert_eq!(app.organization, Some(org), "o brings the last scope back");
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! Dashboard: the last hour's charts, per-type queue metrics and workflow run counters.
+//! Dashboard: the last hour's charts, per-type queue metrics, durable enqueue intents and
+//! workflow run counters.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -21,26 +22,45 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
     let data = &loaded.data;
     let sum = |f: fn(&crate::model::MetricRow) -> i64| data.metrics.iter().map(f).sum::<i64>();
     let summary = Line::from(format!(
-        " pending {}  ready {}  leased {}  stale leases {}  succeeded 24h {}  dead-lettered 24h {}  |  runs: running {}  waiting {}  with errors {}",
+        " pending {}  ready {}  leased {}  stale leases {}  succeeded 24h {}  dead-lettered 24h {}  panicked 24h {}  |  runs: running {}  waiting {}  with errors {}",
         sum(|m| m.pending),
         sum(|m| m.ready),
         sum(|m| m.leased),
         sum(|m| m.stale_leases),
         sum(|m| m.succeeded_24h),
         sum(|m| m.dead_lettered_24h),
+        sum(|m| m.panicked_24h),
         data.runs_running,
         data.runs_waiting,
         data.runs_with_errors,
     ));
+    let intents = &data.intents;
+    let oldest_intent = intents.oldest_pending_at.map_or_else(
+        || "-".to_owned(),
+        |at| format_duration((clock.utc - at).to_std().unwrap_or_default()),
+    );
+    let intent_line = Line::from(format!(
+        " intents: pending {}  oldest {}  deferred {}  promoted 24h {}  conflicted 24h {}",
+        intents.pending,
+        oldest_intent,
+        intents.deferred,
+        intents.promoted_24h,
+        intents.conflicted_24h,
+    ));
+    let intent_line = if intents.conflicted_24h > 0 || intents.deferred > 0 {
+        intent_line.style(Style::new().fg(Color::Red))
+    } else {
+        intent_line
+    };
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let [summary_area, charts_area, table_area] = Layout::vertical([
-        Constraint::Length(2),
+        Constraint::Length(3),
         Constraint::Length(super::charts::HEIGHT),
         Constraint::Min(1),
     ])
     .areas(inner);
-    frame.render_widget(Paragraph::new(summary), summary_area);
+    frame.render_widget(Paragraph::new(vec![summary, intent_line]), summary_area);
     super::charts::draw(frame, charts_area, &data.activity);
     if rows.is_empty() {
         let text = if data.metrics.is_empty() {
@@ -76,7 +96,7 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
             ms(m.p50_ms),
             ms(m.p95_ms),
         ]);
-        if m.stale_leases > 0 || m.dead_lettered_24h > 0 {
+        if m.stale_leases > 0 || m.dead_lettered_24h > 0 || m.panicked_24h > 0 {
             row.style(Style::new().fg(Color::Red))
         } else {
             row

@@ -43,17 +43,17 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     ("c", "clear the filters of this screen"),
     (
         "v",
-        "toggle view: wide tables on lists, raw/pretty JSON on detail screens",
+        "toggle payload wrapping on detail screens; wide tables on lists",
     ),
+    ("R", "toggle raw / pretty payload"),
     (
         "y",
         "copy the selected id (or job type) to the clipboard (OSC 52)",
     ),
     ("p", "pause / resume auto-refresh"),
-    ("r, .", "refresh now"),
     (
-        "R",
-        "force refresh: now, even when paused, skipping the error backoff",
+        "r, .",
+        "refresh now, even when paused, skipping the error backoff",
     ),
     (
         ":",
@@ -61,7 +61,11 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     ),
     (
         "o",
-        "toggle organization scope (all orgs <-> the org given/entered); asks if none",
+        "edit the organization scope (empty: all organizations)",
+    ),
+    (
+        "O",
+        "toggle organization scope: all orgs <-> the last org given",
     ),
     ("?", "this help (any key closes it)"),
     ("q, Ctrl+C", "quit"),

@@ -266,10 +266,9 @@ pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, app: &Ap
         None => pane_area,
     };
     let max_scroll = u16::try_from(text.len().saturating_sub(1)).unwrap_or(u16::MAX);
-    frame.render_widget(
-        Paragraph::new(text)
-            .wrap(Wrap { trim: false })
-            .scroll((app.detail_scroll.min(max_scroll), 0)),
-        pane_area,
-    );
+    let mut paragraph = Paragraph::new(text).scroll((app.detail_scroll.min(max_scroll), 0));
+    if app.wrap || app.pane != Pane::Payload {
+        paragraph = paragraph.wrap(Wrap { trim: false });
+    }
+    frame.render_widget(paragraph, pane_area);
 }

@@ -17,7 +17,8 @@ use serde_json::json;
 use super::{Clock, draw};
 use crate::app::{App, AppConfig};
 use crate::model::{
-    ActivityPoint, DashboardData, Data, DefinitionRow, HistoryLine, JobDetailData, JobRow,
+    ActivityPoint, DashboardData, Data, DefinitionRow, HistoryLine, IntentTotals, JobDetailData,
+    JobRow,
     MetricRow, PollerEvent, QueueData, RunRow, Snapshot, StepRow, WorkflowDetailData,
     WorkflowsData,
 };
@@ -107,18 +108,27 @@ pub(crate) fn metrics() -> DashboardData {
                 dead_lettered_24h: 0,
                 p50_ms: Some(12.0),
                 p95_ms: Some(340.0),
+                panicked_24h: 0,
             },
             MetricRow {
                 job_type: "reports.render".to_owned(),
                 enabled: false,
                 stale_leases: 2,
                 dead_lettered_24h: 3,
+                panicked_24h: 1,
                 ..MetricRow::default()
             },
         ],
         runs_running: 4,
         runs_waiting: 1,
         runs_with_errors: 2,
+        intents: IntentTotals {
+            pending: 7,
+            deferred: 2,
+            oldest_pending_at: Some(at()),
+            promoted_24h: 40,
+            conflicted_24h: 1,
+        },
     }
 }
 
@@ -217,6 +227,13 @@ fn dashboard_shows_metrics_per_type_and_run_counters() {
     );
     assert!(
         screen.contains("running 4  waiting 1  with errors 2"),
+        "{screen}"
+    );
+    assert!(screen.contains("panicked 24h 1"), "{screen}");
+    assert!(
+        screen.contains(
+            "intents: pending 7  oldest 1m 30s  deferred 2  promoted 24h 40  conflicted 24h 1"
+        ),
         "{screen}"
     );
     let row = screen.lines().find(|l| l.contains("emails.send")).unwrap();
@@ -383,7 +400,7 @@ fn job_detail_shows_each_pane() {
     press(&mut app, KeyCode::Char(']'));
     let payload = render(&app);
     assert!(payload.contains("\"subject\": \"hello\","), "{payload}");
-    press(&mut app, KeyCode::Char('v'));
+    press(&mut app, KeyCode::Char('R'));
     let raw = render(&app);
     assert!(
         raw.contains(r#"{"subject":"hello","to":"ada@example.com"}"#),
@@ -429,6 +446,38 @@ fn progress_ratio_reads_the_shapes_handlers_store() {
     );
     assert_eq!(progress_ratio(&json!({"stage": "crawling"})), None);
     assert_eq!(progress_ratio(&json!({"completed": 1, "total": 0})), None);
+}
+
+#[test]
+fn v_toggles_payload_wrapping_and_r_raw_json() {
+    let mut app = app();
+    let mut detail = job_detail();
+    detail.job.payload = json!({"ids": (0..40).map(|n| format!("id-{n:03}")).collect::<Vec<_>>()});
+    press(&mut app, KeyCode::Char(':'));
+    for c in "job 00000000-0000-0000-0000-000000000002".chars() {
+        press(&mut app, KeyCode::Char(c));
+    }
+    press(&mut app, KeyCode::Enter);
+    load(&mut app, Data::Job(Some(Box::new(detail))));
+    press(&mut app, KeyCode::Char('['));
+    press(&mut app, KeyCode::Char('R'));
+    let wrapped = render(&app);
+    assert!(
+        wrapped.contains("id-000") && wrapped.contains("id-039"),
+        "a raw payload wraps by default: {wrapped}"
+    );
+    press(&mut app, KeyCode::Char('v'));
+    let cut = render(&app);
+    assert!(
+        cut.contains("id-000") && !cut.contains("id-039"),
+        "v cuts long lines at the edge: {cut}"
+    );
+    press(&mut app, KeyCode::Char('R'));
+    let pretty = render(&app);
+    assert!(
+        pretty.contains("\"id-001\","),
+        "R goes back to pretty JSON, one id per line: {pretty}"
+    );
 }
 
 #[test]
@@ -560,7 +609,7 @@ fn help_overlay_lists_every_key() {
     for (keys, _) in super::help::KEYS {
         assert!(screen.contains(keys), "{keys} missing:\n{screen}");
     }
-    assert!(screen.contains("force refresh"), "{screen}");
+    assert!(screen.contains("toggle raw / pretty payload"), "{screen}");
     press(&mut app, KeyCode::Char('x'));
     assert!(!render(&app).contains("Keys (any key closes)"));
 }

@@ -8,7 +8,9 @@ use sqlx::PgPool;
 
 use super::error::TestingError;
 use crate::engine::core::jobs::{JobFailureKind, JobId};
-use crate::engine::postgres::jobs::run_waiting_jobs_now;
+use crate::engine::postgres::jobs::{
+    IntentPromotion, promote_job_enqueue_intents, run_waiting_jobs_now,
+};
 use crate::engine::runtime::observer::JobLifecycleObservers;
 use crate::engine::runtime::worker::{
     PassOutcome, PassedJob, Worker as EngineWorker, WorkerConfig,
@@ -210,8 +212,9 @@ pub async fn prepare(pool: &PgPool) -> Result<(), TestingError> {
 }
 
 /// Runs every due job and workflow step of the jobs registered in this binary (`#[job]`), in
-/// the test's own process, pass after pass (each pass claims and runs up to 100 jobs at once,
-/// then records their outcomes), until a pass finds nothing due. Workflow steps released by a
+/// the test's own process, pass after pass (each pass promotes the pending enqueue intents of
+/// those jobs, then claims and runs up to 100 jobs at once and records their outcomes), until
+/// a pass finds nothing due. Workflow steps released by a
 /// pass run in the next one, so a whole DAG drains in one call; gates stay open until the
 /// test completes them. Syncs the job definitions first.
 ///
@@ -294,6 +297,9 @@ pub async fn drain_worker(
 
     let mut report = DrainReport::default();
     while report.passes < options.max_passes {
+        // Intents recorded by the code under test become jobs first, as a worker's intent
+        // promoter would make them.
+        promote_job_enqueue_intents(pool, &IntentPromotion::new(&job_types, 1_000)).await?;
         if let Some(until) = options.delayed_until {
             run_waiting_jobs_now(pool, until, &job_types).await?;
         }

@@ -8,6 +8,7 @@ mod context;
 mod errors;
 mod fan_out;
 mod handles;
+mod intents;
 mod jobs;
 mod results;
 mod schedules;

@@ -74,3 +74,7 @@ id_newtype!(
     /// Id of a cron schedule.
     JobScheduleId
 );
+id_newtype!(
+    /// Id of a durable enqueue intent (`runledger.job_enqueue_intents`).
+    JobIntentId
+);

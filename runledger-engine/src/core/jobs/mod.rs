@@ -20,15 +20,15 @@ pub use identifiers::{
     IdentifierError, JobType, MAX_IDENTIFIER_CHARS, NAME_CHARACTERS, NameError, StepKey,
     WorkflowType,
 };
-pub use ids::{JobId, JobScheduleId, WorkflowRunId, WorkflowStepId};
+pub use ids::{JobId, JobIntentId, JobScheduleId, WorkflowRunId, WorkflowStepId};
 pub use logs::{JobLogLine, JobLogSink, JobLogWriter, MAX_LOG_MESSAGE_CHARS};
 pub use retention::{
     DEFAULT_RETAIN_CANCELED, DEFAULT_RETAIN_DEAD_LETTERED, DEFAULT_RETAIN_SUCCEEDED, MAX_RETENTION,
     MIN_RETENTION, Retention,
 };
 pub use status::{
-    JobAttemptOutcome, JobEventType, JobFailureKind, JobLogLevel, JobStatus, UnknownStatus,
-    WorkflowRunStatus, WorkflowStepStatus,
+    JobAttemptOutcome, JobEventType, JobFailureKind, JobIntentStatus, JobLogLevel, JobStatus,
+    UnknownStatus, WorkflowRunStatus, WorkflowStepStatus,
 };
 pub use workflow::{
     WorkflowDagBuilder, WorkflowDependencyCondition, WorkflowRunEnqueue, WorkflowRunEnqueueBuilder,

@@ -87,6 +87,33 @@ impl JobStatus {
 }
 
 status_enum!(
+    /// Where a durable enqueue intent is: waiting for a promoter, turned into a job, or
+    /// refused because a job with its key but another request exists.
+    ///
+    /// ```
+    /// use runledger_engine::core::jobs::JobIntentStatus;
+    ///
+    /// assert_eq!("PROMOTED".parse::<JobIntentStatus>().unwrap(), JobIntentStatus::Promoted);
+    /// assert!(!JobIntentStatus::Pending.is_terminal());
+    /// ```
+    JobIntentStatus, "intent status" {
+        /// Waiting for a worker that runs the job type (possibly not before a retry time).
+        Pending => "PENDING",
+        /// Turned into a job (`job_id` names it).
+        Promoted => "PROMOTED",
+        /// A job with the same key but another request exists; the intent was not promoted.
+        Conflicted => "CONFLICTED",
+    }
+);
+
+impl JobIntentStatus {
+    /// Whether the intent is finished (promoted or conflicted).
+    pub const fn is_terminal(self) -> bool {
+        matches!(self, Self::Promoted | Self::Conflicted)
+    }
+}
+
+status_enum!(
     /// How one attempt failed.
     JobFailureKind, "failure kind" {
         /// The handler asked for a retry.

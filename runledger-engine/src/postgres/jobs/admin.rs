@@ -8,6 +8,7 @@ use sqlx::PgExecutor;
 
 use crate::core::jobs::{JobId, JobStatus};
 use crate::postgres::error::{Error, Result};
+use crate::postgres::jobs::reads::JobRecord;
 use crate::postgres::jobs::scope::TenantScope;
 
 /// Cancels a `PENDING` or `LEASED` direct job within `scope`. A worker still running a
@@ -146,21 +147,117 @@ fn transition_result(
 }
 
 /// Puts a `DEAD_LETTERED` or `CANCELED` direct job within `scope` back in the queue, due now,
-/// with a fresh allowance of attempts. Its history (attempts, events, dead letters) is kept.
+/// with a fresh allowance of attempts: a new run (its `run_number` grows by one). Its history
+/// (attempts, events, dead letters) is kept.
 ///
 /// Fails with `job.not_found` (also for a job outside `scope`), `job.requeue_invalid_state`,
 /// or `job.workflow_requeue_not_supported` for a workflow step (requeuing it would bypass the
-/// DAG).
+/// DAG). [`requeue_job_if`] requeues only while the state the caller saw still holds.
 pub async fn requeue_job<'e>(
     executor: impl PgExecutor<'e>,
     job_id: JobId,
     scope: TenantScope,
 ) -> Result<()> {
+    requeue(executor, job_id, scope, None).await.map(|_| ())
+}
+
+/// The state a caller saw before deciding to requeue a job: its status and run number (a
+/// requeue starts a new run, so the pair identifies one failure of one run).
+///
+/// ```
+/// use runledger_engine::core::jobs::JobStatus;
+/// use runledger_engine::postgres::jobs::JobRequeueExpectation;
+///
+/// let seen = JobRequeueExpectation::new(JobStatus::DeadLettered, 1);
+/// assert_eq!(seen.run_number, 1);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobRequeueExpectation {
+    /// The status the caller saw (`DEAD_LETTERED` or `CANCELED` for a requeue to happen).
+    pub status: JobStatus,
+    /// The run number the caller saw.
+    pub run_number: i32,
+}
+
+impl JobRequeueExpectation {
+    /// The caller saw the job in `status` during run `run_number`.
+    pub fn new(status: JobStatus, run_number: i32) -> Self {
+        Self { status, run_number }
+    }
+}
+
+impl From<&JobRecord> for JobRequeueExpectation {
+    fn from(job: &JobRecord) -> Self {
+        Self::new(job.status, job.run_number)
+    }
+}
+
+/// What [`requeue_job_if`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobRequeueOutcome {
+    /// The job was requeued and is in this new run.
+    Requeued {
+        /// The run the requeue started.
+        run_number: i32,
+    },
+    /// The job is no longer in the state the caller saw (someone else requeued it, or it ran
+    /// again); nothing changed.
+    ExpectationMismatch {
+        /// Its status now.
+        status: JobStatus,
+        /// Its run number now.
+        run_number: i32,
+    },
+}
+
+/// Compare-and-requeue: requeues a `DEAD_LETTERED` or `CANCELED` direct job within `scope` only
+/// while its status and run number are still those the caller saw, so two operators acting on
+/// the same failure (or one acting on a stale screen) requeue it once. Otherwise returns
+/// [`JobRequeueOutcome::ExpectationMismatch`] with the current state and changes nothing.
+///
+/// Fails like [`requeue_job`]: `job.not_found`, `job.workflow_requeue_not_supported`, and
+/// `job.requeue_invalid_state` when the expectation holds but names a status that cannot be
+/// requeued.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool, job_id: runledger_engine::core::jobs::JobId)
+/// # -> Result<(), runledger_engine::postgres::Error> {
+/// use runledger_engine::postgres::jobs::{
+///     JobRequeueExpectation, JobRequeueOutcome, TenantScope, get_job_by_id, requeue_job_if,
+/// };
+///
+/// if let Some(job) = get_job_by_id(&pool, job_id, TenantScope::Admin).await? {
+///     // ... an operator looks at the failure and decides ...
+///     match requeue_job_if(&pool, job_id, TenantScope::Admin, (&job).into()).await? {
+///         JobRequeueOutcome::Requeued { run_number } => println!("run {run_number} started"),
+///         _ => println!("someone else acted first"),
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn requeue_job_if<'e>(
+    executor: impl PgExecutor<'e>,
+    job_id: JobId,
+    scope: TenantScope,
+    expected: JobRequeueExpectation,
+) -> Result<JobRequeueOutcome> {
+    requeue(executor, job_id, scope, Some(expected)).await
+}
+
+/// One statement for both requeues; `expected: None` requeues whatever the run.
+async fn requeue<'e>(
+    executor: impl PgExecutor<'e>,
+    job_id: JobId,
+    scope: TenantScope,
+    expected: Option<JobRequeueExpectation>,
+) -> Result<JobRequeueOutcome> {
     let (scoped, organization) = scope.sql();
     let row = sqlx::query!(
         r#"
         WITH current AS (
-            SELECT id, status, workflow_run_id
+            SELECT id, status, run_number, workflow_run_id
             FROM runledger.job_queue
             WHERE id = $1 AND (NOT $2 OR organization_id IS NOT DISTINCT FROM $3)
             FOR UPDATE
@@ -168,35 +265,57 @@ pub async fn requeue_job<'e>(
         requeued AS (
             UPDATE runledger.job_queue q
             SET status = 'PENDING', next_run_at = now(), attempt_floor = q.attempt,
-                finished_at = NULL, output = NULL, progress = NULL, updated_at = now()
+                run_number = q.run_number + 1, finished_at = NULL, output = NULL,
+                progress = NULL, updated_at = now()
             FROM current c
             WHERE q.id = c.id AND c.status IN ('DEAD_LETTERED', 'CANCELED')
               AND c.workflow_run_id IS NULL
-            RETURNING q.id, q.attempt, q.job_type, c.status AS previous_status
+              AND ($4::text IS NULL OR (c.status = $4 AND c.run_number = $5))
+            RETURNING q.id, q.attempt, q.job_type, q.run_number, c.status AS previous_status
         ),
         event AS (
             INSERT INTO runledger.job_events (job_id, event_type, attempt, details)
-            SELECT id, 'REQUEUED', attempt, jsonb_build_object('previous_status', previous_status)
+            SELECT id, 'REQUEUED', attempt,
+                   jsonb_build_object('previous_status', previous_status, 'run_number', run_number)
             FROM requeued
         )
         SELECT c.status AS "status: JobStatus",
+               c.run_number,
                (c.workflow_run_id IS NOT NULL) AS "in_workflow!",
-               EXISTS (SELECT 1 FROM requeued) AS "requeued!",
+               (SELECT run_number FROM requeued) AS requeued_run,
                (SELECT pg_notify('runledger_job_queue', job_type) IS NULL FROM requeued) AS notified
         FROM current c
         "#,
         job_id.0,
         scoped,
         organization,
+        expected.map(|e| e.status.as_str()),
+        expected.map_or(0, |e| e.run_number),
     )
     .fetch_optional(executor)
     .await?;
-    transition_result(
-        job_id,
-        row.map(|r| (r.status, r.in_workflow, r.requeued)),
-        "requeued",
-        Error::WorkflowRequeueNotSupported { job_id },
-    )
+    let Some(row) = row else {
+        return Err(Error::JobNotFound { job_id });
+    };
+    if let Some(run_number) = row.requeued_run {
+        return Ok(JobRequeueOutcome::Requeued { run_number });
+    }
+    if row.in_workflow {
+        return Err(Error::WorkflowRequeueNotSupported { job_id });
+    }
+    match expected {
+        Some(seen) if seen.status != row.status || seen.run_number != row.run_number => {
+            Ok(JobRequeueOutcome::ExpectationMismatch {
+                status: row.status,
+                run_number: row.run_number,
+            })
+        }
+        _ => Err(Error::InvalidJobState {
+            job_id,
+            status: row.status,
+            operation: "requeued",
+        }),
+    }
 }
 
 /// A lease the reaper took back.

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use crate::core::jobs::{JobId, JobStatus, JobType};
 use crate::postgres::error::{Error, Result};
-use crate::postgres::input::{check_payload, check_text_field, check_timestamp};
+use crate::postgres::input::{check_key, check_payload, check_timestamp};
 
 /// A request to put one job in the queue. Unset settings come from the job definition.
 ///
@@ -45,6 +45,9 @@ pub struct JobEnqueue<'a> {
     pub delay: Option<std::time::Duration>,
     /// The user who asked for the job, if any (an opaque id).
     pub created_by_user_id: Option<Uuid>,
+    /// The instant `delay` counts from; now when `None`. A promoted intent counts its delay
+    /// from when it was recorded, not from when a worker promoted it.
+    pub(crate) delay_from: Option<DateTime<Utc>>,
 }
 
 impl<'a> JobEnqueue<'a> {
@@ -61,6 +64,7 @@ impl<'a> JobEnqueue<'a> {
             run_at: None,
             delay: None,
             created_by_user_id: None,
+            delay_from: None,
         }
     }
 
@@ -115,7 +119,8 @@ impl<'a> JobEnqueue<'a> {
         self.run_at.or_else(|| {
             self.delay.map(|delay| {
                 let delay = chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
-                Utc::now()
+                self.delay_from
+                    .unwrap_or_else(Utc::now)
                     .checked_add_signed(delay)
                     .unwrap_or(DateTime::<Utc>::MAX_UTC)
             })
@@ -128,16 +133,10 @@ impl<'a> JobEnqueue<'a> {
         self
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         self.job_type.validate()?;
         if let Some(key) = self.idempotency_key {
-            if key.trim().is_empty() || key.chars().count() > 255 {
-                return Err(Error::invalid_input(
-                    "job.invalid_idempotency_key",
-                    "idempotency key must be 1 to 255 characters and not blank",
-                ));
-            }
-            check_text_field(key, "job.invalid_idempotency_key", "the idempotency key")?;
+            check_key(key, "job.invalid_idempotency_key", "the idempotency key")?;
         }
         check_payload(self.payload, "the payload")?;
         if let Some(run_at) = self.run_at {
@@ -165,7 +164,7 @@ impl<'a> JobEnqueue<'a> {
 
     /// The canonical snapshot stored with a keyed job: everything that defines the request.
     /// JSONB equality ignores key order, so a reordered payload is the same request.
-    fn snapshot(&self) -> Value {
+    pub(crate) fn snapshot(&self) -> Value {
         json!({
             "job_type": self.job_type.as_str(),
             "payload": self.payload,
@@ -198,7 +197,10 @@ pub struct EnqueuedJob {
 /// commits atomically with the business row that caused it. Fails with
 /// `job.definition_not_found_or_disabled` for an unknown or disabled type, with
 /// `job.idempotency_conflict` when the key was used for a different request of the same
-/// organization and job type (keys are scoped by both), and with a validation code for input
+/// organization and job type (keys are scoped by both),
+/// `validation.isolation_level_unsupported` for a keyed request inside a REPEATABLE READ or
+/// SERIALIZABLE transaction (keyed retries need READ COMMITTED to see the original job), and
+/// with a validation code for input
 /// PostgreSQL would refuse or a worker could not decode: `job.invalid_payload` (a NUL
 /// character, too large), `job.payload_too_deep`, `job.invalid_run_at`, `job.invalid_delay`.
 ///
@@ -270,6 +272,7 @@ pub(crate) async fn enqueue_on(
 ) -> Result<Vec<EnqueuedJob>> {
     let mut results: Vec<Option<EnqueuedJob>> = vec![None; requests.len()];
     let mut pending: Vec<usize> = (0..requests.len()).collect();
+    let keyed = requests.iter().any(|r| r.idempotency_key.is_some());
 
     // A keyed request that lost to a concurrent insert whose transaction then rolled back finds
     // neither a row nor a conflict; trying again (only those requests) inserts it.
@@ -284,6 +287,11 @@ pub(crate) async fn enqueue_on(
                     $7::int4[], $8::timestamptz[], $9::text[], $10::jsonb[], $11::uuid[]
                 ) AS i(id, job_type, organization_id, payload, priority, max_attempts,
                        timeout_seconds, run_at, idempotency_key, enqueue_request, created_by_user_id)
+            ),
+            refused AS (
+                SELECT current_setting('transaction_isolation') AS level
+                WHERE $12
+                  AND current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted')
             ),
             missing AS (
                 SELECT i.job_type
@@ -308,7 +316,7 @@ pub(crate) async fn enqueue_on(
                        i.idempotency_key, i.enqueue_request, i.created_by_user_id
                 FROM input i
                 JOIN runledger.job_definitions d ON d.job_type = i.job_type
-                WHERE NOT EXISTS (SELECT 1 FROM missing)
+                WHERE NOT EXISTS (SELECT 1 FROM missing) AND NOT EXISTS (SELECT 1 FROM refused)
                 ON CONFLICT (
                     coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid),
                     job_type,
@@ -317,6 +325,7 @@ pub(crate) async fn enqueue_on(
                 RETURNING id
             )
             SELECT
+                (SELECT level FROM refused) AS refused_level,
                 (SELECT job_type FROM missing) AS missing_type,
                 coalesce((SELECT array_agg(id) FROM inserted), '{}') AS "inserted_ids!: Vec<Uuid>"
             "#,
@@ -331,10 +340,14 @@ pub(crate) async fn enqueue_on(
             &columns.keys as &[Option<&str>],
             &columns.snapshots as &[Option<Value>],
             &columns.created_by as &[Option<Uuid>],
+            keyed,
         )
         .fetch_one(&mut *conn)
         .await?;
 
+        if let Some(level) = inserted.refused_level {
+            return Err(Error::IsolationLevelUnsupported { level });
+        }
         if let Some(job_type) = inserted.missing_type {
             return Err(Error::DefinitionNotFoundOrDisabled { job_type });
         }

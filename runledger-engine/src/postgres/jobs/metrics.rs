@@ -33,6 +33,8 @@ pub struct JobMetrics {
     pub p50_duration_ms: Option<f64>,
     /// 95th percentile duration of the successful attempts of the last 24 hours.
     pub p95_duration_ms: Option<f64>,
+    /// Attempts whose handler panicked in the last 24 hours (each also dead-letters its job).
+    pub panicked_24h: i64,
 }
 
 /// Reads [`JobMetrics`] for every job definition, by job type; for one organization's jobs
@@ -60,7 +62,8 @@ pub async fn get_job_metrics<'e>(
         SELECT job_type AS "job_type!", is_enabled AS "is_enabled!", pending AS "pending!",
                pending_ready AS "pending_ready!", oldest_ready_at, leased AS "leased!",
                stale_leases AS "stale_leases!", succeeded_24h AS "succeeded_24h!",
-               dead_lettered_24h AS "dead_lettered_24h!", p50_duration_ms, p95_duration_ms
+               dead_lettered_24h AS "dead_lettered_24h!", p50_duration_ms, p95_duration_ms,
+               panicked_24h AS "panicked_24h!"
         FROM runledger.job_metrics($1)
         ORDER BY job_type
         "#,

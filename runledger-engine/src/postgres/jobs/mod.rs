@@ -8,18 +8,24 @@ mod definitions;
 mod detail;
 mod enqueue;
 mod handles;
+mod intents;
 mod lease;
 mod logs;
 mod metrics;
+mod payload_edit;
 mod reads;
 mod retention;
+mod replay;
 mod runtime_configs;
 mod schedules;
 mod scope;
 mod workflows;
 
 pub use activity::{JobActivityMinute, get_job_activity};
-pub use admin::{ReapedLease, cancel_job, reap_expired_leases, requeue_job, run_waiting_jobs_now};
+pub use admin::{
+    JobRequeueExpectation, JobRequeueOutcome, ReapedLease, cancel_job, reap_expired_leases,
+    requeue_job, requeue_job_if, run_waiting_jobs_now,
+};
 pub use definitions::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_BASE_DELAY_MS, DEFAULT_RETRY_MAX_DELAY_MS,
     DEFAULT_TIMEOUT_SECONDS, JobDefinition, JobDefinitionUpsert, MAX_RETRY_DELAY_MS,
@@ -27,6 +33,12 @@ pub use definitions::{
     upsert_job_definition,
 };
 pub use enqueue::{EnqueuedJob, JobEnqueue, enqueue_job, enqueue_jobs};
+pub use intents::{
+    IntentPromotion, IntentPromotionPass, JOB_INTENT_CHANNEL, JobIntentListFilter,
+    JobIntentMetrics, JobIntentRecord, RecordedJobIntent, get_job_enqueue_intent,
+    get_job_intent_metrics, list_job_enqueue_intents, promote_job_enqueue_intents,
+    record_job_enqueue_intent,
+};
 pub use lease::{
     ClaimRequest, ClaimedJob, JobFailureDisposition, JobLease, JobSuccess, MAX_ERROR_MESSAGE_CHARS,
     claim_jobs, complete_job_failure, complete_job_success, complete_jobs_success, heartbeat_job,
@@ -42,6 +54,10 @@ pub use detail::{JOB_DETAIL_LOG_LINES, JobDetail, get_job_detail};
 pub use logs::{JobLogListFilter, JobLogRecord, append_job_logs, list_job_logs};
 pub use metrics::{JobMetrics, get_job_metrics};
 pub use retention::{PruneBatch, PruneCounts, count_prunable, prune_batch};
+pub use payload_edit::{
+    JobPayloadUpdateRejection, JobPayloadUuidArrayFieldUpdate, update_job_payload_uuid_array_field,
+};
+pub use replay::{JobReplay, JobReplayRecord, ReplayedJob, list_job_replays, replay_job};
 pub use runtime_configs::{
     JobRuntimeConfig, get_job_runtime_config, list_job_runtime_configs, upsert_job_runtime_config,
 };

@@ -37,6 +37,9 @@ pub struct JobRecord {
     pub attempts_used: i32,
     /// Attempts allowed since the job was last (re)queued.
     pub max_attempts: i32,
+    /// The job's run: 1 when enqueued, one more with each requeue (each run has its own
+    /// attempt budget). Compare-and-requeue compares it.
+    pub run_number: i32,
     /// Per-attempt timeout.
     pub timeout_seconds: i32,
     /// Earliest time of the next attempt.
@@ -101,7 +104,7 @@ pub async fn get_job_by_id<'e>(
         SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
                runledger.readable_json(payload, 'job.payload_too_deep') AS "payload!",
                priority, attempt, attempt - attempt_floor AS "attempts_used!",
-               max_attempts, timeout_seconds, next_run_at, worker_id, lease_expires_at,
+               max_attempts, run_number, timeout_seconds, next_run_at, worker_id, lease_expires_at,
                leased_at, started_at, idempotency_key,
                runledger.readable_json(progress, 'job.invalid_progress') AS progress,
                runledger.readable_json(output, 'job.output_invalid') AS output,
@@ -273,7 +276,7 @@ pub async fn list_jobs<'e>(
         SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
                runledger.readable_json(payload, 'job.payload_too_deep') AS "payload!",
                priority, attempt, attempt - attempt_floor AS "attempts_used!",
-               max_attempts, timeout_seconds, next_run_at, worker_id, lease_expires_at,
+               max_attempts, run_number, timeout_seconds, next_run_at, worker_id, lease_expires_at,
                leased_at, started_at, idempotency_key,
                runledger.readable_json(progress, 'job.invalid_progress') AS progress,
                runledger.readable_json(output, 'job.output_invalid') AS output,

@@ -40,6 +40,9 @@ pub struct JobSchedule {
     pub last_fired_at: Option<DateTime<Utc>>,
     /// Why the last attempt to fire failed, if it did.
     pub last_error_code: Option<String>,
+    /// When the scheduler tries the fire at `next_fire_at` again after it failed; `None`
+    /// while that fire has not failed.
+    pub retry_at: Option<DateTime<Utc>>,
 }
 
 /// Insert-or-update request for a schedule.
@@ -74,8 +77,9 @@ pub struct JobScheduleUpsert<'a> {
     /// The IANA time zone the cron expression is evaluated in (default `UTC`); fires are
     /// wall-clock times there, computed across daylight-saving changes.
     pub time_zone: &'a str,
-    /// First fire when the schedule is created or its cron or time zone changes; default: the
-    /// next cron fire after now.
+    /// First fire when the schedule is created or its cron or time zone changes. Default: the
+    /// next cron fire after now for a new schedule or a changed time zone, and now for a
+    /// changed cron (the schedule fires promptly, then follows its new cron).
     pub next_fire_at: Option<DateTime<Utc>>,
 }
 
@@ -193,7 +197,9 @@ impl<'a> JobScheduleUpsert<'a> {
 
 /// Creates or updates a schedule. A new schedule takes `is_active` from the request; an
 /// existing one keeps its stored active state (admin pauses survive). The cursor is kept while
-/// the cron expression and time zone are unchanged. An invalid cron gives
+/// the cron expression and time zone are unchanged; a changed cron stores `next_fire_at`, or
+/// now when it is `None`, so the schedule fires promptly and then follows its new cron. A new
+/// schedule without `next_fire_at` first fires at the cron's next time. An invalid cron gives
 /// `job_schedule.invalid_cron`, an unknown time zone `job_schedule.invalid_time_zone`; an
 /// active schedule needs an enabled definition (`job_schedule.definition_not_found_or_disabled`).
 pub async fn upsert_job_schedule(
@@ -225,7 +231,7 @@ pub async fn set_job_schedule_active(
         WHERE name = $1
         RETURNING id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
                   is_active, organization_id, max_jitter_seconds, time_zone, next_fire_at,
-                  last_fired_at, last_error_code
+                  last_fired_at, last_error_code, retry_at
         "#,
         name,
         is_active,
@@ -252,7 +258,7 @@ pub async fn get_job_schedule<'e>(
         r#"
         SELECT id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
                is_active, organization_id, max_jitter_seconds, time_zone, next_fire_at,
-               last_fired_at, last_error_code
+               last_fired_at, last_error_code, retry_at
         FROM runledger.job_schedules
         WHERE name = $1
         "#,
@@ -270,7 +276,7 @@ pub async fn list_job_schedules<'e>(executor: impl PgExecutor<'e>) -> Result<Vec
         r#"
         SELECT id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
                is_active, organization_id, max_jitter_seconds, time_zone, next_fire_at,
-               last_fired_at, last_error_code
+               last_fired_at, last_error_code, retry_at
         FROM runledger.job_schedules
         ORDER BY name
         "#,
@@ -358,13 +364,16 @@ async fn write_schedule(
             is_active = CASE WHEN $9 THEN EXCLUDED.is_active ELSE s.is_active END,
             next_fire_at = CASE WHEN s.cron_expr = EXCLUDED.cron_expr
                                      AND s.time_zone = EXCLUDED.time_zone THEN s.next_fire_at
-                                ELSE EXCLUDED.next_fire_at END,
+                                WHEN s.cron_expr = EXCLUDED.cron_expr THEN EXCLUDED.next_fire_at
+                                ELSE coalesce($11, now()) END,
+            retry_at = CASE WHEN s.cron_expr = EXCLUDED.cron_expr
+                                 AND s.time_zone = EXCLUDED.time_zone THEN s.retry_at END,
             cron_expr = EXCLUDED.cron_expr,
             time_zone = EXCLUDED.time_zone,
             updated_at = now()
         RETURNING id AS "id: JobScheduleId", name, job_type, cron_expr, payload_template,
                   is_active, organization_id, max_jitter_seconds, time_zone, next_fire_at,
-                  last_fired_at, last_error_code
+                  last_fired_at, last_error_code, retry_at
         "#,
         spec.name,
         spec.job_type.as_str(),
@@ -376,6 +385,7 @@ async fn write_schedule(
         first_fire,
         apply_active,
         spec.time_zone,
+        spec.next_fire_at,
     )
     .fetch_one(&mut *conn)
     .await
@@ -435,7 +445,8 @@ pub const SCHEDULE_ERROR_RETRY_SECONDS: f64 = 60.0;
 /// one job per fire (payload: the template plus `schedule` and `scheduled_for`), and advances
 /// each cursor to the next future fire, so after downtime at most one stale fire is
 /// materialized. A schedule that cannot fire is deferred with its error recorded, without
-/// blocking the others.
+/// blocking the others: its cursor stays on the fire that failed, so the retry (after
+/// [`SCHEDULE_ERROR_RETRY_SECONDS`]) carries that fire's `scheduled_for` and idempotency key.
 pub async fn materialize_due_schedules(pool: &PgPool, limit: i64) -> Result<SchedulePass> {
     let mut tx = pool.begin().await?;
     let due = sqlx::query!(
@@ -445,7 +456,10 @@ pub async fn materialize_due_schedules(pool: &PgPool, limit: i64) -> Result<Sche
         FROM runledger.job_schedules
         WHERE is_active
           AND next_fire_at <= now()
-          AND next_fire_at + runledger.schedule_jitter(name, next_fire_at, max_jitter_seconds) <= now()
+          AND coalesce(
+                retry_at,
+                next_fire_at + runledger.schedule_jitter(name, next_fire_at, max_jitter_seconds)
+              ) <= now()
         ORDER BY next_fire_at
         LIMIT $1
         FOR UPDATE SKIP LOCKED
@@ -510,8 +524,8 @@ pub async fn materialize_due_schedules(pool: &PgPool, limit: i64) -> Result<Sche
                 sqlx::query!(
                     r#"
                     UPDATE runledger.job_schedules
-                    SET next_fire_at = $2, last_fired_at = $3, last_error_code = NULL,
-                        last_error_message = NULL, updated_at = now()
+                    SET next_fire_at = $2, last_fired_at = $3, retry_at = NULL,
+                        last_error_code = NULL, last_error_message = NULL, updated_at = now()
                     WHERE id = $1
                     "#,
                     schedule.id,
@@ -527,7 +541,7 @@ pub async fn materialize_due_schedules(pool: &PgPool, limit: i64) -> Result<Sche
                 sqlx::query!(
                     r#"
                     UPDATE runledger.job_schedules
-                    SET next_fire_at = now() + make_interval(secs => $4), last_error_code = $2,
+                    SET retry_at = now() + make_interval(secs => $4), last_error_code = $2,
                         last_error_message = $3, updated_at = now()
                     WHERE id = $1
                     "#,

@@ -14,7 +14,7 @@ use crate::core::jobs::{
     WorkflowStepId, WorkflowStepKind, WorkflowStepStatus,
 };
 use crate::postgres::error::{Error, Result};
-use crate::postgres::input::{check_json_field, check_text_field};
+use crate::postgres::input::{check_json_field, check_key, check_text_field};
 use crate::postgres::jobs::scope::TenantScope;
 
 /// The PostgreSQL channel notified (payload: the run id) when a run becomes terminal.
@@ -41,7 +41,9 @@ pub struct EnqueuedWorkflowRun {
 /// is computed. Works on a pool or inside the caller's transaction (`&mut *tx`).
 ///
 /// Fails with the request's validation code, `job.definition_not_found_or_disabled` when a job
-/// step's type has no enabled definition, or `workflow.idempotency_conflict`.
+/// step's type has no enabled definition, `workflow.idempotency_conflict`, or
+/// `validation.isolation_level_unsupported` inside a REPEATABLE READ or SERIALIZABLE
+/// transaction (releasing steps needs READ COMMITTED).
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
@@ -78,7 +80,9 @@ where
         .iter()
         .filter_map(|step| step.job_type.as_ref().map(|t| t.as_str()))
         .collect();
-    if let Some(job_type) = first_unavailable_type(&mut tx, &job_types).await? {
+    let check = check_job_types(&mut tx, &job_types).await?;
+    Error::require_read_committed(&check.level)?;
+    if let Some(job_type) = check.missing {
         return Err(Error::DefinitionNotFoundOrDisabled { job_type });
     }
 
@@ -308,7 +312,8 @@ pub enum WorkflowAppendOutcome {
 /// The mutation key makes it idempotent: an identical retry returns
 /// [`WorkflowAppendOutcome::AlreadyApplied`], a different request under the same key
 /// `workflow.append_conflicting_retry`. A finished run gives `workflow.append_run_finished`; a
-/// step of another organization than the run's, `workflow.step_organization_mismatch`.
+/// step of another organization than the run's, `workflow.step_organization_mismatch`; a
+/// REPEATABLE READ or SERIALIZABLE transaction, `validation.isolation_level_unsupported`.
 pub async fn append_workflow_steps<'c, A>(
     acquire: A,
     append: &WorkflowAppend<'_>,
@@ -317,13 +322,7 @@ where
     A: Acquire<'c, Database = Postgres>,
 {
     let key = append.mutation_key;
-    if key.trim().is_empty() || key.chars().count() > 255 {
-        return Err(Error::invalid_input(
-            "workflow.invalid_mutation_key",
-            "the mutation key must be 1 to 255 characters and not blank",
-        ));
-    }
-    check_text_field(key, "workflow.invalid_mutation_key", "the mutation key")?;
+    check_key(key, "workflow.invalid_mutation_key", "the mutation key")?;
     for step in &append.steps {
         step.validate()?;
     }
@@ -331,6 +330,11 @@ where
     let run_id = append.workflow_run_id;
     let mut conn = acquire.acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let level =
+        sqlx::query_scalar!(r#"SELECT current_setting('transaction_isolation') AS "level!""#)
+            .fetch_one(&mut *tx)
+            .await?;
+    Error::require_read_committed(&level)?;
     let run = sqlx::query!(
         r#"
         SELECT status AS "status: WorkflowRunStatus", organization_id
@@ -408,7 +412,7 @@ where
         .iter()
         .filter_map(|step| step.job_type.as_ref().map(|t| t.as_str()))
         .collect();
-    if let Some(job_type) = first_unavailable_type(&mut tx, &job_types).await? {
+    if let Some(job_type) = check_job_types(&mut tx, &job_types).await?.missing {
         return Err(Error::DefinitionNotFoundOrDisabled { job_type });
     }
     let step_ids = insert_steps(&mut tx, run_id.0, &append.steps, &existing).await?;
@@ -417,40 +421,51 @@ where
     Ok(WorkflowAppendOutcome::Applied)
 }
 
-/// The first of `job_types` without an enabled definition.
-async fn first_unavailable_type(
-    conn: &mut sqlx::PgConnection,
-    job_types: &[&str],
-) -> Result<Option<String>> {
-    let missing = sqlx::query_scalar!(
+/// The transaction's isolation level and the first of `job_types` without an enabled
+/// definition, in one round trip.
+struct TypeCheck {
+    level: String,
+    missing: Option<String>,
+}
+
+async fn check_job_types(conn: &mut sqlx::PgConnection, job_types: &[&str]) -> Result<TypeCheck> {
+    let row = sqlx::query!(
         r#"
-        SELECT t.job_type AS "job_type!"
-        FROM unnest($1::text[]) AS t(job_type)
-        WHERE NOT EXISTS (
-            SELECT 1 FROM runledger.job_definitions d WHERE d.job_type = t.job_type AND d.is_enabled
-        )
-        LIMIT 1
+        SELECT current_setting('transaction_isolation') AS "level!",
+               (SELECT t.job_type
+                FROM unnest($1::text[]) AS t(job_type)
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM runledger.job_definitions d
+                    WHERE d.job_type = t.job_type AND d.is_enabled
+                )
+                LIMIT 1) AS missing
         "#,
         job_types as &[&str],
     )
-    .fetch_optional(&mut *conn)
+    .fetch_one(&mut *conn)
     .await?;
-    Ok(missing)
+    Ok(TypeCheck {
+        level: row.level,
+        missing: row.missing,
+    })
 }
 
 /// Cancels a run within `scope`: pending and leased step jobs, open gates and blocked steps end
 /// `CANCELED`, and nothing is released afterwards (a completion racing in after the cancel is
 /// refused by its lease). Canceling a canceled run is a no-op; a finished run gives
-/// `workflow.run_not_cancelable`; an unknown or out-of-scope run `workflow.run_not_found`.
+/// `workflow.run_not_cancelable`; an unknown or out-of-scope run `workflow.run_not_found`; a
+/// REPEATABLE READ or SERIALIZABLE transaction `validation.isolation_level_unsupported`.
 pub async fn cancel_workflow_run<'e>(
     executor: impl PgExecutor<'e>,
     run_id: WorkflowRunId,
     scope: WorkflowRunHandleScope,
 ) -> Result<()> {
     let (scoped, org) = scope.sql();
-    let previous = sqlx::query_scalar!(
+    let row = sqlx::query!(
         r#"
-        SELECT runledger.workflow_cancel_run(w.id, 'workflow.canceled') AS previous
+        SELECT current_setting('transaction_isolation') AS "level!",
+               CASE WHEN current_setting('transaction_isolation') IN ('read committed', 'read uncommitted')
+                    THEN runledger.workflow_cancel_run(w.id, 'workflow.canceled') END AS previous
         FROM runledger.workflow_runs w
         WHERE w.id = $1 AND (NOT $2 OR w.organization_id IS NOT DISTINCT FROM $3)
         "#,
@@ -460,7 +475,10 @@ pub async fn cancel_workflow_run<'e>(
     )
     .fetch_optional(executor)
     .await?;
-    match previous.flatten().as_deref() {
+    if let Some(row) = &row {
+        Error::require_read_committed(&row.level)?;
+    }
+    match row.and_then(|row| row.previous).as_deref() {
         None => Err(Error::WorkflowRunNotFound { run_id }),
         Some("SUCCEEDED" | "COMPLETED_WITH_ERRORS") => {
             Err(Error::WorkflowRunNotCancelable { run_id })
@@ -503,7 +521,8 @@ pub enum ExternalStepCompletion {
 /// Completes an external step (an approval gate or a callback) and drives the run forward.
 /// An identical retry is idempotent; a retry with other status, reason or error fields gives
 /// `workflow.external_step_conflicting_completion_retry`, one with other output
-/// `workflow.external_step_conflicting_output_retry`.
+/// `workflow.external_step_conflicting_output_retry`. Inside a REPEATABLE READ or SERIALIZABLE
+/// transaction it fails with `validation.isolation_level_unsupported`.
 pub async fn complete_external_workflow_step<'e>(
     executor: impl PgExecutor<'e>,
     input: &CompleteExternalWorkflowStepInput<'_>,
@@ -540,9 +559,12 @@ pub async fn complete_external_workflow_step<'e>(
             check_text_field(text, "workflow.external_step_invalid_text", what)?;
         }
     }
-    let outcome = sqlx::query_scalar!(
+    let row = sqlx::query!(
         r#"
-        SELECT runledger.workflow_complete_external($1, true, $2, $3, $4, $5, $6, $7, $8) AS "outcome!"
+        SELECT current_setting('transaction_isolation') AS "level!",
+               CASE WHEN current_setting('transaction_isolation') IN ('read committed', 'read uncommitted')
+                    THEN runledger.workflow_complete_external($1, true, $2, $3, $4, $5, $6, $7, $8)
+               END AS outcome
         "#,
         input.workflow_run_id.0,
         input.organization_id,
@@ -555,6 +577,8 @@ pub async fn complete_external_workflow_step<'e>(
     )
     .fetch_one(executor)
     .await?;
+    Error::require_read_committed(&row.level)?;
+    let outcome = row.outcome.unwrap_or_default();
     let run_id = input.workflow_run_id;
     let step_key = || input.step_key.as_str().to_owned();
     match outcome.as_str() {
