@@ -9,8 +9,7 @@ use runledger_engine::core::jobs::{
 };
 use runledger_engine::postgres::jobs::{
     JobActivityMinute, JobDefinition, JobDetail, JobIntentMetrics, JobMetrics, JobRecord,
-    JobRuntimeConfig,
-    JobSchedule, WorkflowRunRecord, WorkflowStepRecord,
+    JobRuntimeConfig, JobSchedule, WorkflowRunRecord, WorkflowStepRecord,
 };
 use serde_json::Value;
 use uuid::Uuid;

@@ -8,9 +8,9 @@ use runledger_engine::core::jobs::{JobId, WorkflowRunId, WorkflowRunStatus};
 use runledger_engine::postgres::jobs::{
     JobListFilter, TenantScope, WorkflowRunCountFilter, WorkflowRunListFilter, count_jobs,
     count_workflow_runs, get_job_activity, get_job_by_id, get_job_detail, get_job_intent_metrics,
-    get_job_metrics,
-    get_workflow_run, list_job_definitions, list_job_runtime_configs, list_job_schedules,
-    list_jobs, list_workflow_run_step_counts, list_workflow_runs, list_workflow_steps,
+    get_job_metrics, get_workflow_run, list_job_definitions, list_job_runtime_configs,
+    list_job_schedules, list_jobs, list_workflow_run_step_counts, list_workflow_runs,
+    list_workflow_steps,
 };
 use sqlx::PgPool;
 use tokio::sync::{mpsc, watch};

@@ -18,8 +18,7 @@ use super::{Clock, draw};
 use crate::app::{App, AppConfig};
 use crate::model::{
     ActivityPoint, DashboardData, Data, DefinitionRow, HistoryLine, IntentTotals, JobDetailData,
-    JobRow,
-    MetricRow, PollerEvent, QueueData, RunRow, Snapshot, StepRow, WorkflowDetailData,
+    JobRow, MetricRow, PollerEvent, QueueData, RunRow, Snapshot, StepRow, WorkflowDetailData,
     WorkflowsData,
 };
 

@@ -14,8 +14,8 @@ mod logs;
 mod metrics;
 mod payload_edit;
 mod reads;
-mod retention;
 mod replay;
+mod retention;
 mod runtime_configs;
 mod schedules;
 mod scope;
@@ -53,11 +53,11 @@ pub use reads::{
 pub use detail::{JOB_DETAIL_LOG_LINES, JobDetail, get_job_detail};
 pub use logs::{JobLogListFilter, JobLogRecord, append_job_logs, list_job_logs};
 pub use metrics::{JobMetrics, get_job_metrics};
-pub use retention::{PruneBatch, PruneCounts, count_prunable, prune_batch};
 pub use payload_edit::{
     JobPayloadUpdateRejection, JobPayloadUuidArrayFieldUpdate, update_job_payload_uuid_array_field,
 };
 pub use replay::{JobReplay, JobReplayRecord, ReplayedJob, list_job_replays, replay_job};
+pub use retention::{PruneBatch, PruneCounts, count_prunable, prune_batch};
 pub use runtime_configs::{
     JobRuntimeConfig, get_job_runtime_config, list_job_runtime_configs, upsert_job_runtime_config,
 };
