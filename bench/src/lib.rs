@@ -4,6 +4,7 @@
 use sqlx::PgPool;
 
 mod cluster;
+pub mod cpu;
 
 pub use cluster::PrivateCluster;
 

@@ -1,9 +1,17 @@
 //! Runledger benchmark harness.
 //!
 //! Measures, in one run against one database server, a raw-SQL ceiling (the least work a
-//! claim-and-complete loop can do on the same table with the same connection count) and
-//! Runledger's own figures as ratios to it: burn-down of no-op jobs through the Supervisor,
-//! enqueue rates (single and batch), and pickup latency on an idle worker.
+//! claim-and-complete loop can do on the same table, 4 connections claiming 100 jobs at a time,
+//! as the shared peer harness's `raw`) and Runledger's own figures as ratios to it, first at the
+//! settings users get (`JobsConfig::default()`), then at the tuned settings named in the
+//! output: burn-down of no-op jobs, batch and single enqueue (batch beside a raw `INSERT ...
+//! SELECT FROM unnest` into a table with no more than the raw queue's columns), pickup latency
+//! on an idle worker, a 1 -> 1,000 -> 1 workflow against 1,002 plain jobs, burn-down by 1, 2 and
+//! 4 worker processes, and a worker process's peak memory while it drains 100,000 jobs.
+//!
+//! Beside each wall-clock rate it prints the CPU time the measure cost (the benchmark's
+//! processes and, when the server runs on this machine, the server's): a shared or busy
+//! machine distorts that far less than it distorts wall-clock time.
 //!
 //! ```sh
 //! cargo run --release -p runledger-bench -- --jobs 20000
@@ -18,10 +26,12 @@
 
 #![allow(clippy::print_stdout)]
 
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use runledger_bench::cpu::{CpuMeter, CpuSpent, peak_rss};
 use runledger_bench::{BoxError, database_url};
 use runledger_engine::core::jobs::{JobCompletion, JobContext, JobFailure, JobHandler, JobType};
 use runledger_engine::postgres::jobs::{
@@ -30,13 +40,16 @@ use runledger_engine::postgres::jobs::{
 use runledger_engine::runtime::Supervisor;
 use runledger_engine::runtime::config::JobsConfig;
 use runledger_engine::runtime::registry::JobRegistry;
+use runledger_engine::runtime::supervisor::connections_used;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 const BENCH_DB: &str = "runledger_bench";
 const JOB_TYPE: &str = "bench.noop";
+const FAN_OUT: usize = 1_000;
 
 /// Throughput and latency of Runledger beside a raw-SQL ceiling, in one run.
 #[derive(clap::Parser)]
@@ -44,22 +57,65 @@ struct Options {
     /// Jobs per throughput measure.
     #[arg(long, default_value_t = 20_000)]
     jobs: usize,
-    /// Pool connections of the ceiling and the enqueue tasks.
-    #[arg(long, default_value_t = 8)]
-    connections: u32,
-    /// The Supervisor's concurrency.
+    /// Connections of the raw ceiling, each looping claim + complete.
+    #[arg(long, default_value_t = 4)]
+    ceiling_connections: u32,
+    /// Jobs the raw ceiling claims at a time.
+    #[arg(long, default_value_t = 100)]
+    ceiling_batch: u32,
+    /// Concurrency of the tuned configuration.
     #[arg(long, default_value_t = 1_024)]
-    concurrency: u32,
-    /// Claim batch size (Supervisor and ceiling).
+    tuned_concurrency: u32,
+    /// Claim batch of the tuned configuration.
     #[arg(long, default_value_t = 256)]
-    batch: u32,
+    tuned_batch: u32,
     /// Pickup latency samples.
     #[arg(long, default_value_t = 200)]
     latency_samples: usize,
+    /// Worker process counts of the scale-out measure (default settings in each).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    scale_out: Vec<usize>,
+    /// Jobs a worker process drains while its peak memory is measured (0 skips it).
+    #[arg(long, default_value_t = 100_000)]
+    rss_jobs: usize,
     /// Also measure burn-down and enqueue with this many finished (succeeded) jobs kept in the
     /// table, as retention keeps a day of history, against the empty table of the same run.
     #[arg(long, default_value_t = 0)]
     finished_jobs: usize,
+    /// Run as a worker process of the scale-out and memory measures (internal).
+    #[arg(long, hide = true)]
+    worker_process: Option<String>,
+}
+
+/// A measured configuration: the settings users get, or the tuned ones.
+#[derive(Clone, Copy)]
+enum Settings {
+    Default,
+    Tuned { concurrency: u32, batch: u32 },
+}
+
+impl Settings {
+    fn config(self, worker_id: &str, poll: Duration) -> JobsConfig {
+        let mut config = JobsConfig {
+            worker_id: worker_id.to_owned(),
+            poll_interval: poll,
+            ..JobsConfig::default()
+        };
+        if let Self::Tuned { concurrency, batch } = self {
+            config.max_global_concurrency = concurrency;
+            config.claim_batch_size = batch;
+        }
+        config
+    }
+
+    fn name(self) -> String {
+        match self {
+            Self::Default => "defaults (concurrency 64, claim batch 64)".to_owned(),
+            Self::Tuned { concurrency, batch } => {
+                format!("tuned (concurrency {concurrency}, claim batch {batch})")
+            }
+        }
+    }
 }
 
 struct Noop {
@@ -80,57 +136,615 @@ impl JobHandler for Noop {
     }
 }
 
+/// One throughput figure: its rate and what it cost in CPU time.
+#[derive(Clone, Copy)]
+struct Rate {
+    jobs_per_second: f64,
+    jobs_per_cpu_second: f64,
+}
+
+impl Rate {
+    fn measured(jobs: usize, elapsed: Duration, cpu: CpuSpent) -> Self {
+        let rate = Self {
+            jobs_per_second: jobs as f64 / elapsed.as_secs_f64(),
+            jobs_per_cpu_second: cpu.jobs_per_cpu_second(jobs),
+        };
+        println!(
+            "  {jobs} jobs in {:.2} s: {:.0} jobs/s; CPU {} = {:.0} jobs per CPU second",
+            elapsed.as_secs_f64(),
+            rate.jobs_per_second,
+            cpu.describe(),
+            rate.jobs_per_cpu_second
+        );
+        rate
+    }
+
+    /// "12,345 jobs/s | 0.52 | 0.61" against `ceiling`.
+    fn row(&self, ceiling: &Rate) -> String {
+        format!(
+            "{:.0} jobs/s | {:.2} | {:.2}",
+            self.jobs_per_second,
+            self.jobs_per_second / ceiling.jobs_per_second,
+            self.jobs_per_cpu_second / ceiling.jobs_per_cpu_second
+        )
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let options: Options = clap::Parser::parse();
-    let pool = bench_database(&database_url(), options.connections).await?;
-
+    if let Some(settings) = &options.worker_process {
+        return worker_process(settings).await;
+    }
+    let pool = bench_database(&database_url()).await?;
+    let meter = CpuMeter::new(&pool).await;
+    let tuned = Settings::Tuned {
+        concurrency: options.tuned_concurrency,
+        batch: options.tuned_batch,
+    };
     println!(
-        "runledger-bench: {} jobs, {} connections, concurrency {}, batch {}",
-        options.jobs, options.connections, options.concurrency, options.batch
+        "runledger-bench: {} jobs; ceiling: {} connections claiming {}; Runledger at {}, then {}",
+        options.jobs,
+        options.ceiling_connections,
+        options.ceiling_batch,
+        Settings::Default.name(),
+        tuned.name()
     );
-    let ceiling = raw_ceiling(&pool, &options).await?;
-    let burn_down = supervisor_burn_down(&pool, &options, 0).await?;
-    let single = enqueue_single(&pool, &options).await?;
-    let batch = enqueue_batch(&pool, &options, 0).await?;
+
+    let ceiling = raw_ceiling(&pool, &meter, &options).await?;
+    let burn_default = burn_down(&pool, &meter, options.jobs, Settings::Default, 0).await?;
+    let burn_tuned = burn_down(&pool, &meter, options.jobs, tuned, 0).await?;
+    let raw_enqueue = raw_batch_enqueue(&pool, &meter, options.jobs).await?;
+    let batch = batch_enqueue(&pool, &meter, options.jobs, 0).await?;
+    let single = single_enqueue(&pool, &meter, options.jobs).await?;
     let (p50, p99) = pickup_latency(&pool, &options).await?;
-    let (fan_out, plain) = fan_out_fan_in(&pool, &options).await?;
+    let (fan_out, plain) = fan_out_fan_in(&pool).await?;
+    let mut scale = Vec::new();
+    for &processes in &options.scale_out {
+        scale.push((
+            processes,
+            scale_out(&pool, &meter, &options, processes).await?,
+        ));
+    }
+    let rss = if options.rss_jobs > 0 {
+        Some(worker_memory(&pool, &options).await?)
+    } else {
+        None
+    };
 
     println!();
-    println!("| measure | value | ratio to ceiling |");
-    println!("| --- | ---: | ---: |");
-    println!("| raw-SQL ceiling (claim + complete) | {ceiling:.0} jobs/s | 1.00 |");
+    println!("| measure | value | ratio to its ceiling | CPU-efficiency ratio |");
+    println!("| --- | ---: | ---: | ---: |");
     println!(
-        "| Supervisor burn-down, no-op jobs | {burn_down:.0} jobs/s | {:.2} |",
-        burn_down / ceiling
+        "| raw-SQL ceiling (claim + complete) | {} |",
+        ceiling.row(&ceiling)
     );
     println!(
-        "| enqueue, one job per call ({} tasks) | {single:.0} jobs/s | {:.2} |",
-        options.connections,
-        single / ceiling
+        "| burn-down, no-op jobs, {} | {} |",
+        Settings::Default.name(),
+        burn_default.row(&ceiling)
     );
     println!(
-        "| enqueue, batches of 1,000 | {batch:.0} jobs/s | {:.2} |",
-        batch / ceiling
+        "| burn-down, no-op jobs, {} | {} |",
+        tuned.name(),
+        burn_tuned.row(&ceiling)
     );
     println!(
-        "| pickup latency p50 / p99 (idle worker) | {:.2} ms / {:.2} ms | |",
+        "| raw batch enqueue (INSERT ... FROM unnest, 1,000 per statement) | {} |",
+        raw_enqueue.row(&raw_enqueue)
+    );
+    println!(
+        "| enqueue, batches of 1,000 (against the raw batch enqueue) | {} |",
+        batch.row(&raw_enqueue)
+    );
+    println!(
+        "| enqueue, one job per call, 4 tasks (against the raw batch enqueue) | {} |",
+        single.row(&raw_enqueue)
+    );
+    println!(
+        "| pickup latency p50 / p99, idle worker, defaults | {:.2} ms / {:.2} ms | | |",
         p50.as_secs_f64() * 1e3,
         p99.as_secs_f64() * 1e3
     );
     println!(
-        "| workflow 1 -> {FAN_OUT} -> 1 no-op steps | {:.0} ms | |",
-        fan_out.as_secs_f64() * 1e3
+        "| workflow 1 -> {FAN_OUT} -> 1 no-op steps, defaults | {:.0} ms | {:.2} x the plain jobs | |",
+        fan_out.as_secs_f64() * 1e3,
+        fan_out.as_secs_f64() / plain.as_secs_f64()
     );
     println!(
-        "| {} plain no-op jobs, same worker | {:.0} ms | |",
+        "| {} plain no-op jobs, same worker | {:.0} ms | | |",
         FAN_OUT + 2,
         plain.as_secs_f64() * 1e3
     );
+    for (processes, rate) in &scale {
+        println!(
+            "| burn-down by {processes} worker process(es), defaults | {} |",
+            rate.row(&ceiling)
+        );
+    }
+    if let Some(rss) = rss {
+        println!(
+            "| peak memory (VmHWM) of a worker process draining {} jobs, defaults | {:.1} MiB | | |",
+            options.rss_jobs,
+            rss as f64 / (1024.0 * 1024.0)
+        );
+    }
     if options.finished_jobs > 0 {
-        with_history(&pool, &options, burn_down, batch).await?;
+        with_history(&pool, &meter, &options, &burn_default, &batch).await?;
     }
     pool.close().await;
+    Ok(())
+}
+
+/// Recreates `runledger_bench`, applies the schema and defines the benchmark's job type.
+async fn bench_database(url: &str) -> Result<PgPool, BoxError> {
+    let db_url = runledger_bench::fresh_database(url, BENCH_DB).await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .connect(&db_url)
+        .await?;
+    runledger_engine::postgres::migrate(&pool).await?;
+    upsert_job_definition(&pool, &JobDefinitionUpsert::new(JOB_TYPE)).await?;
+    Ok(pool)
+}
+
+/// A pool for a worker with `config`, sized as `runledger::Worker::from_env` sizes its own:
+/// the loops' connections plus one per handler slot, at most 50.
+async fn worker_pool(pool: &PgPool, config: &JobsConfig) -> Result<PgPool, BoxError> {
+    let loops = connections_used(config);
+    let size = loops
+        .saturating_add(config.max_global_concurrency)
+        .min(50)
+        .max(loops);
+    Ok(PgPoolOptions::new()
+        .max_connections(size)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await?)
+}
+
+async fn reset(pool: &PgPool) -> Result<(), BoxError> {
+    sqlx::query(
+        "TRUNCATE runledger.job_queue, runledger.job_attempts, runledger.workflow_runs CASCADE",
+    )
+    .execute(pool)
+    .await?;
+    sqlx::query("VACUUM ANALYZE runledger.job_queue")
+        .execute(pool)
+        .await?;
+    sqlx::query("CHECKPOINT").execute(pool).await?;
+    Ok(())
+}
+
+/// Enqueues `jobs` no-op jobs in batches of 1,000, then refreshes the planner's statistics, as
+/// autovacuum would have for a table that holds a backlog (a plan made while the statistics
+/// still describe the empty table would be the wrong one).
+async fn fill(pool: &PgPool, jobs: usize) -> Result<(), BoxError> {
+    enqueue_batches(pool, jobs).await?;
+    sqlx::query("ANALYZE runledger.job_queue")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+async fn enqueue_batches(pool: &PgPool, jobs: usize) -> Result<(), BoxError> {
+    let payloads: Vec<Value> = (0..jobs).map(|n| json!({ "n": n })).collect();
+    for chunk in payloads.chunks(1_000) {
+        let requests: Vec<_> = chunk.iter().map(|p| JobEnqueue::new(JOB_TYPE, p)).collect();
+        enqueue_jobs(pool, &requests).await?;
+    }
+    Ok(())
+}
+
+/// The ceiling: each connection loops "claim a batch with SKIP LOCKED, mark it done" with the
+/// fewest writes possible on the same table, until the queue is empty.
+async fn raw_ceiling(pool: &PgPool, meter: &CpuMeter, options: &Options) -> Result<Rate, BoxError> {
+    reset(pool).await?;
+    fill(pool, options.jobs).await?;
+    let (begun, cpu) = (Instant::now(), meter.sample());
+    let mut tasks = Vec::new();
+    for worker in 0..options.ceiling_connections {
+        let pool = pool.clone();
+        let batch = i64::from(options.ceiling_batch);
+        tasks.push(tokio::spawn(async move {
+            let worker_id = format!("ceiling-{worker}");
+            loop {
+                let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
+                    "WITH picked AS (
+                         SELECT id FROM runledger.job_queue
+                         WHERE status = 'PENDING' AND next_run_at <= now()
+                         ORDER BY priority DESC, next_run_at, id
+                         LIMIT $1 FOR UPDATE SKIP LOCKED
+                     )
+                     UPDATE runledger.job_queue q
+                     SET status = 'LEASED', attempt = q.attempt + 1, worker_id = $2,
+                         lease_expires_at = now() + interval '30 seconds', leased_at = now()
+                     FROM picked WHERE q.id = picked.id
+                     RETURNING q.id",
+                )
+                .bind(batch)
+                .bind(&worker_id)
+                .fetch_all(&pool)
+                .await?;
+                if ids.is_empty() {
+                    return Ok::<_, sqlx::Error>(());
+                }
+                sqlx::query(
+                    "UPDATE runledger.job_queue
+                     SET status = 'SUCCEEDED', worker_id = NULL, lease_expires_at = NULL,
+                         finished_at = now()
+                     WHERE id = ANY($1)",
+                )
+                .bind(&ids)
+                .execute(&pool)
+                .await?;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let rate = Rate::measured(options.jobs, begun.elapsed(), meter.sample().since(&cpu));
+    println!("ceiling: {:.0} jobs/s", rate.jobs_per_second);
+    Ok(rate)
+}
+
+/// Waits until no job is pending or leased, with a cheap probe on the partial indexes so that
+/// watching does not slow the run down.
+async fn wait_drained(pool: &PgPool) -> Result<(), BoxError> {
+    loop {
+        let busy: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM runledger.job_queue WHERE status IN ('PENDING', 'LEASED'))",
+        )
+        .fetch_one(pool)
+        .await?;
+        if !busy {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A Supervisor with `settings` on its own pool drains `jobs` no-op jobs (after `history`
+/// finished jobs were put in the tables).
+async fn burn_down(
+    pool: &PgPool,
+    meter: &CpuMeter,
+    jobs: usize,
+    settings: Settings,
+    history: usize,
+) -> Result<Rate, BoxError> {
+    reset(pool).await?;
+    keep_finished(pool, history).await?;
+    fill(pool, jobs).await?;
+    let config = settings.config("bench-worker", Duration::from_millis(100));
+    let worker_pool = worker_pool(pool, &config).await?;
+    let mut registry = JobRegistry::new();
+    registry.register(Noop { started: None })?;
+    let (begun, cpu) = (Instant::now(), meter.sample());
+    let supervisor = Supervisor::builder(&worker_pool, config)?
+        .with_registry(registry)
+        .build()?;
+    wait_drained(pool).await?;
+    let rate = Rate::measured(jobs, begun.elapsed(), meter.sample().since(&cpu));
+    supervisor
+        .shutdown_with_timeout(Duration::from_secs(30))
+        .await?;
+    worker_pool.close().await;
+    println!(
+        "burn-down at {}: {:.0} jobs/s",
+        settings.name(),
+        rate.jobs_per_second
+    );
+    Ok(rate)
+}
+
+/// The raw enqueue ceiling: `INSERT ... SELECT FROM unnest` of 1,000 payloads at a time into a
+/// table with the raw queue's columns and its one partial index.
+async fn raw_batch_enqueue(pool: &PgPool, meter: &CpuMeter, jobs: usize) -> Result<Rate, BoxError> {
+    sqlx::raw_sql(
+        "DROP TABLE IF EXISTS bench_raw_jobs;
+         CREATE TABLE bench_raw_jobs (
+             id bigserial PRIMARY KEY, kind text NOT NULL, payload jsonb NOT NULL,
+             status text NOT NULL DEFAULT 'pending', priority smallint NOT NULL DEFAULT 0,
+             run_at timestamptz NOT NULL DEFAULT now(), attempts int NOT NULL DEFAULT 0,
+             lease_owner text, lease_expires_at timestamptz,
+             created_at timestamptz NOT NULL DEFAULT now(), finished_at timestamptz
+         );
+         CREATE INDEX bench_raw_jobs_pending ON bench_raw_jobs (priority, run_at, id)
+             WHERE status = 'pending';
+         CHECKPOINT;",
+    )
+    .execute(pool)
+    .await?;
+    let payloads: Vec<Value> = (0..jobs).map(|n| json!({ "n": n })).collect();
+    let (begun, cpu) = (Instant::now(), meter.sample());
+    for chunk in payloads.chunks(1_000) {
+        sqlx::query(
+            "INSERT INTO bench_raw_jobs (kind, payload) SELECT $1, p FROM unnest($2::jsonb[]) p",
+        )
+        .bind(JOB_TYPE)
+        .bind(chunk)
+        .execute(pool)
+        .await?;
+    }
+    let rate = Rate::measured(jobs, begun.elapsed(), meter.sample().since(&cpu));
+    sqlx::query("DROP TABLE bench_raw_jobs")
+        .execute(pool)
+        .await?;
+    println!("raw batch enqueue: {:.0} jobs/s", rate.jobs_per_second);
+    Ok(rate)
+}
+
+async fn batch_enqueue(
+    pool: &PgPool,
+    meter: &CpuMeter,
+    jobs: usize,
+    history: usize,
+) -> Result<Rate, BoxError> {
+    reset(pool).await?;
+    keep_finished(pool, history).await?;
+    let (begun, cpu) = (Instant::now(), meter.sample());
+    enqueue_batches(pool, jobs).await?;
+    let rate = Rate::measured(jobs, begun.elapsed(), meter.sample().since(&cpu));
+    println!("enqueue batch: {:.0} jobs/s", rate.jobs_per_second);
+    Ok(rate)
+}
+
+async fn single_enqueue(pool: &PgPool, meter: &CpuMeter, jobs: usize) -> Result<Rate, BoxError> {
+    reset(pool).await?;
+    let total = (jobs / 4).max(1_000);
+    let next = Arc::new(AtomicUsize::new(0));
+    let (begun, cpu) = (Instant::now(), meter.sample());
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let (pool, next) = (pool.clone(), Arc::clone(&next));
+        tasks.push(tokio::spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < total {
+                let payload = json!({ "n": 1 });
+                enqueue_job(&pool, &JobEnqueue::new(JOB_TYPE, &payload)).await?;
+            }
+            Ok::<_, runledger_engine::postgres::Error>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let rate = Rate::measured(total, begun.elapsed(), meter.sample().since(&cpu));
+    println!("enqueue single: {:.0} jobs/s", rate.jobs_per_second);
+    Ok(rate)
+}
+
+/// Enqueue one job at a time on an idle worker at the default settings, with a long poll
+/// interval (so only the notification path is measured), and time enqueue-to-handler-start.
+async fn pickup_latency(
+    pool: &PgPool,
+    options: &Options,
+) -> Result<(Duration, Duration), BoxError> {
+    reset(pool).await?;
+    let (started_tx, mut started_rx) = mpsc::unbounded_channel();
+    let mut registry = JobRegistry::new();
+    registry.register(Noop {
+        started: Some(started_tx),
+    })?;
+    let config = Settings::Default.config("bench-pickup", Duration::from_secs(60));
+    let worker_pool = worker_pool(pool, &config).await?;
+    let supervisor = Supervisor::builder(&worker_pool, config)?
+        .with_registry(registry)
+        .build()?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut samples = Vec::with_capacity(options.latency_samples);
+    for n in 0..options.latency_samples {
+        let payload = json!({ "n": n });
+        let before = Instant::now();
+        enqueue_job(pool, &JobEnqueue::new(JOB_TYPE, &payload)).await?;
+        let started = tokio::time::timeout(Duration::from_secs(10), started_rx.recv())
+            .await?
+            .ok_or("worker stopped")?;
+        samples.push(started.saturating_duration_since(before));
+        // Let the completion flush so the worker is idle again.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    supervisor
+        .shutdown_with_timeout(Duration::from_secs(30))
+        .await?;
+    worker_pool.close().await;
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+    Ok((at(0.50), at(0.99)))
+}
+
+/// Time to finish a 1 -> 1,000 -> 1 workflow of no-op steps, against 1,002 plain no-op jobs
+/// through the same worker at the default settings, both from enqueue to the last completion.
+async fn fan_out_fan_in(pool: &PgPool) -> Result<(Duration, Duration), BoxError> {
+    use runledger_engine::core::jobs::WorkflowDagBuilder;
+    use runledger_engine::postgres::jobs::{WorkflowRunWaitOptions, enqueue_workflow_run_handle};
+
+    reset(pool).await?;
+    let mut registry = JobRegistry::new();
+    registry.register(Noop { started: None })?;
+    let config = Settings::Default.config("bench-fan", Duration::from_millis(100));
+    let worker_pool = worker_pool(pool, &config).await?;
+    let supervisor = Supervisor::builder(&worker_pool, config)?
+        .with_registry(registry)
+        .build()?;
+
+    let meta = json!({});
+    let payload = json!({});
+    let keys: Vec<String> = (0..FAN_OUT).map(|n| format!("mid-{n}")).collect();
+    let mut builder = WorkflowDagBuilder::new("bench.fan", &meta)
+        .job("start", JOB_TYPE, &payload)?
+        .job("end", JOB_TYPE, &payload)?
+        .result_step("end")?;
+    for key in &keys {
+        builder = builder
+            .job(key, JOB_TYPE, &payload)?
+            .after_success(key, ["start"])?;
+    }
+    builder = builder.after_success("end", keys.iter().map(String::as_str))?;
+    let run = builder.build()?;
+    let begun = Instant::now();
+    let handle = enqueue_workflow_run_handle(pool, &run).await?;
+    handle
+        .get_result(WorkflowRunWaitOptions {
+            timeout: Some(Duration::from_secs(300)),
+            poll_interval: Duration::from_millis(50),
+        })
+        .await
+        .or_else(|err| match err.code() {
+            // The no-op result step stores no output; the run succeeded all the same.
+            "workflow.result_missing" => Ok(Value::Null),
+            _ => Err(err),
+        })?;
+    let fan_out = begun.elapsed();
+    println!("fan-out/fan-in: {:.0} ms", fan_out.as_secs_f64() * 1e3);
+
+    let begun = Instant::now();
+    enqueue_batches(pool, FAN_OUT + 2).await?;
+    wait_drained(pool).await?;
+    let plain = begun.elapsed();
+    println!("plain jobs: {:.0} ms", plain.as_secs_f64() * 1e3);
+    supervisor
+        .shutdown_with_timeout(Duration::from_secs(30))
+        .await?;
+    worker_pool.close().await;
+    Ok((fan_out, plain))
+}
+
+/// `processes` worker processes at the default settings drain `--jobs` jobs together. Each
+/// connects and starts its Supervisor when told to, so that start-up is not timed.
+async fn scale_out(
+    pool: &PgPool,
+    meter: &CpuMeter,
+    options: &Options,
+    processes: usize,
+) -> Result<Rate, BoxError> {
+    reset(pool).await?;
+    fill(pool, options.jobs).await?;
+    let workers = start_worker_processes(processes, options.jobs).await?;
+    let (begun, cpu) = (Instant::now(), meter.sample());
+    let workers = go(workers).await?;
+    wait_drained(pool).await?;
+    let elapsed = begun.elapsed();
+    finish(workers).await?;
+    let rate = Rate::measured(options.jobs, elapsed, meter.sample().since(&cpu));
+    println!(
+        "burn-down by {processes} worker process(es): {:.0} jobs/s",
+        rate.jobs_per_second
+    );
+    Ok(rate)
+}
+
+/// A worker process drains `--rss-jobs` jobs at the default settings and reports its peak
+/// resident memory.
+async fn worker_memory(pool: &PgPool, options: &Options) -> Result<u64, BoxError> {
+    reset(pool).await?;
+    fill(pool, options.rss_jobs).await?;
+    let workers = go(start_worker_processes(1, options.rss_jobs).await?).await?;
+    wait_drained(pool).await?;
+    let reports = finish(workers).await?;
+    let rss = reports
+        .iter()
+        .filter_map(|line| line.strip_prefix("RSS "))
+        .find_map(|bytes| bytes.trim().parse().ok())
+        .ok_or("the worker process reported no memory figure")?;
+    println!(
+        "worker process peak memory: {:.1} MiB",
+        rss as f64 / (1024.0 * 1024.0)
+    );
+    Ok(rss)
+}
+
+struct WorkerProcess {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+/// Starts `count` worker processes and waits until each says it is connected.
+async fn start_worker_processes(count: usize, jobs: usize) -> Result<Vec<WorkerProcess>, BoxError> {
+    let exe = std::env::current_exe()?;
+    let mut workers = Vec::with_capacity(count);
+    for n in 0..count {
+        let mut child = tokio::process::Command::new(&exe)
+            .args(["--worker-process", &format!("bench-process-{n}")])
+            .args(["--jobs", &jobs.to_string()])
+            .env("DATABASE_URL", database_url_of_bench())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        match lines.next_line().await? {
+            Some(line) if line == "READY" => {}
+            other => return Err(format!("worker process {n} did not start: {other:?}").into()),
+        }
+        workers.push(WorkerProcess { child, lines });
+    }
+    Ok(workers)
+}
+
+/// Tells every worker process to start its Supervisor.
+async fn go(mut workers: Vec<WorkerProcess>) -> Result<Vec<WorkerProcess>, BoxError> {
+    for worker in &mut workers {
+        let stdin = worker.child.stdin.as_mut().ok_or("no stdin")?;
+        stdin.write_all(b"go\n").await?;
+        stdin.flush().await?;
+    }
+    Ok(workers)
+}
+
+/// Closes every worker process's input (they shut down) and collects what they printed.
+async fn finish(workers: Vec<WorkerProcess>) -> Result<Vec<String>, BoxError> {
+    let mut reports = Vec::new();
+    for mut worker in workers {
+        drop(worker.child.stdin.take());
+        while let Some(line) = worker.lines.next_line().await? {
+            reports.push(line);
+        }
+        let status = worker.child.wait().await?;
+        if !status.success() {
+            return Err(format!("a worker process failed: {status}").into());
+        }
+    }
+    Ok(reports)
+}
+
+fn database_url_of_bench() -> String {
+    let url = database_url();
+    let base = url.split('?').next().unwrap_or(&url).to_owned();
+    match base.rsplit_once('/') {
+        Some((server, _)) => format!("{server}/{BENCH_DB}"),
+        None => base,
+    }
+}
+
+/// A worker process: connects, says READY, starts a Supervisor at the default settings on
+/// "go", runs until its input closes, then prints its peak memory.
+async fn worker_process(worker_id: &str) -> Result<(), BoxError> {
+    let url = database_url();
+    let config = Settings::Default.config(worker_id, Duration::from_millis(100));
+    let probe = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await?;
+    let pool = worker_pool(&probe, &config).await?;
+    probe.close().await;
+    let mut input = BufReader::new(tokio::io::stdin()).lines();
+    println!("READY");
+    if input.next_line().await?.as_deref() != Some("go") {
+        return Ok(());
+    }
+    let mut registry = JobRegistry::new();
+    registry.register(Noop { started: None })?;
+    let supervisor = Supervisor::builder(&pool, config)?
+        .with_registry(registry)
+        .build()?;
+    while input.next_line().await?.is_some() {}
+    supervisor
+        .shutdown_with_timeout(Duration::from_secs(30))
+        .await?;
+    pool.close().await;
+    println!("RSS {}", peak_rss().unwrap_or(0));
     Ok(())
 }
 
@@ -139,23 +753,26 @@ async fn main() -> Result<(), BoxError> {
 /// over that history.
 async fn with_history(
     pool: &PgPool,
+    meter: &CpuMeter,
     options: &Options,
-    burn_down: f64,
-    batch: f64,
+    burn_default: &Rate,
+    batch: &Rate,
 ) -> Result<(), BoxError> {
     let history = options.finished_jobs;
-    let burn_down_history = supervisor_burn_down(pool, options, history).await?;
-    let batch_history = enqueue_batch(pool, options, history).await?;
+    let burn_history = burn_down(pool, meter, options.jobs, Settings::Default, history).await?;
+    let batch_history = batch_enqueue(pool, meter, options.jobs, history).await?;
     println!();
-    println!("| with {history} finished jobs kept | value | against the empty table |");
-    println!("| --- | ---: | ---: |");
     println!(
-        "| Supervisor burn-down, no-op jobs | {burn_down_history:.0} jobs/s | {:.2} |",
-        burn_down_history / burn_down
+        "| with {history} finished jobs kept | value | against the empty table | CPU-efficiency ratio |"
+    );
+    println!("| --- | ---: | ---: | ---: |");
+    println!(
+        "| burn-down, no-op jobs, defaults | {} |",
+        burn_history.row(burn_default)
     );
     println!(
-        "| enqueue, batches of 1,000 | {batch_history:.0} jobs/s | {:.2} |",
-        batch_history / batch
+        "| enqueue, batches of 1,000 | {} |",
+        batch_history.row(batch)
     );
     reset(pool).await?;
     keep_finished(pool, history).await?;
@@ -168,7 +785,7 @@ async fn with_history(
          LIMIT $2 FOR UPDATE SKIP LOCKED",
     )
     .bind(vec![JOB_TYPE.to_owned()])
-    .bind(i64::from(options.batch))
+    .bind(64_i64)
     .fetch_all(pool)
     .await?;
     println!("\nclaim selection over the history:\n{}", plan.join("\n"));
@@ -223,265 +840,4 @@ async fn keep_finished(pool: &PgPool, count: usize) -> Result<(), BoxError> {
         began.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-const FAN_OUT: usize = 1_000;
-
-/// Time to finish a 1 -> 1,000 -> 1 workflow of no-op steps, against 1,002 plain no-op jobs
-/// through the same worker, both measured from enqueue to the last completion.
-async fn fan_out_fan_in(
-    pool: &PgPool,
-    options: &Options,
-) -> Result<(Duration, Duration), BoxError> {
-    use runledger_engine::core::jobs::WorkflowDagBuilder;
-    use runledger_engine::postgres::jobs::{WorkflowRunWaitOptions, enqueue_workflow_run_handle};
-
-    reset(pool).await?;
-    let mut registry = JobRegistry::new();
-    registry.register(Noop { started: None })?;
-    let supervisor = Supervisor::builder(pool, bench_config(options, Duration::from_millis(100)))?
-        .with_registry(registry)
-        .build()?;
-
-    let meta = json!({});
-    let payload = json!({});
-    let keys: Vec<String> = (0..FAN_OUT).map(|n| format!("mid-{n}")).collect();
-    let mut builder = WorkflowDagBuilder::new("bench.fan", &meta)
-        .job("start", JOB_TYPE, &payload)?
-        .job("end", JOB_TYPE, &payload)?
-        .result_step("end")?;
-    for key in &keys {
-        builder = builder
-            .job(key, JOB_TYPE, &payload)?
-            .after_success(key, ["start"])?;
-    }
-    builder = builder.after_success("end", keys.iter().map(String::as_str))?;
-    let run = builder.build()?;
-    let begun = Instant::now();
-    let handle = enqueue_workflow_run_handle(pool, &run).await?;
-    handle
-        .get_result(WorkflowRunWaitOptions {
-            timeout: Some(Duration::from_secs(300)),
-            poll_interval: Duration::from_millis(50),
-        })
-        .await
-        .or_else(|err| match err.code() {
-            "workflow.result_missing" => Ok(Value::Null),
-            _ => Err(err),
-        })?;
-    let fan_out = begun.elapsed();
-    println!("fan-out/fan-in: {:.0} ms", fan_out.as_secs_f64() * 1e3);
-
-    let begun = Instant::now();
-    fill(pool, FAN_OUT + 2).await?;
-    wait_drained(pool).await?;
-    let plain = begun.elapsed();
-    println!("plain jobs: {:.0} ms", plain.as_secs_f64() * 1e3);
-    supervisor
-        .shutdown_with_timeout(Duration::from_secs(30))
-        .await?;
-    Ok((fan_out, plain))
-}
-
-/// Recreates `runledger_bench`, applies the schema and defines the benchmark's job type.
-async fn bench_database(url: &str, connections: u32) -> Result<PgPool, BoxError> {
-    let db_url = runledger_bench::fresh_database(url, BENCH_DB).await?;
-    let pool = PgPoolOptions::new()
-        .max_connections(connections + 2)
-        .connect(&db_url)
-        .await?;
-    runledger_engine::postgres::migrate(&pool).await?;
-    upsert_job_definition(&pool, &JobDefinitionUpsert::new(JOB_TYPE)).await?;
-    Ok(pool)
-}
-
-async fn reset(pool: &PgPool) -> Result<(), BoxError> {
-    sqlx::query("TRUNCATE runledger.job_queue, runledger.workflow_runs CASCADE")
-        .execute(pool)
-        .await?;
-    sqlx::query("VACUUM ANALYZE runledger.job_queue")
-        .execute(pool)
-        .await?;
-    Ok(())
-}
-
-async fn fill(pool: &PgPool, jobs: usize) -> Result<(), BoxError> {
-    let payloads: Vec<Value> = (0..jobs).map(|n| json!({ "n": n })).collect();
-    for chunk in payloads.chunks(1_000) {
-        let requests: Vec<_> = chunk.iter().map(|p| JobEnqueue::new(JOB_TYPE, p)).collect();
-        enqueue_jobs(pool, &requests).await?;
-    }
-    Ok(())
-}
-
-/// The ceiling: each connection loops "claim a batch with SKIP LOCKED, mark it done" with the
-/// fewest writes possible on the same table, until the queue is empty.
-async fn raw_ceiling(pool: &PgPool, options: &Options) -> Result<f64, BoxError> {
-    reset(pool).await?;
-    fill(pool, options.jobs).await?;
-    let begun = Instant::now();
-    let mut tasks = Vec::new();
-    for worker in 0..options.connections {
-        let pool = pool.clone();
-        let batch = i64::from(options.batch);
-        tasks.push(tokio::spawn(async move {
-            let worker_id = format!("ceiling-{worker}");
-            loop {
-                let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
-                    "WITH picked AS (
-                         SELECT id FROM runledger.job_queue
-                         WHERE status = 'PENDING' AND next_run_at <= now()
-                         ORDER BY priority DESC, next_run_at, id
-                         LIMIT $1 FOR UPDATE SKIP LOCKED
-                     )
-                     UPDATE runledger.job_queue q
-                     SET status = 'LEASED', attempt = q.attempt + 1, worker_id = $2,
-                         lease_expires_at = now() + interval '30 seconds', leased_at = now()
-                     FROM picked WHERE q.id = picked.id
-                     RETURNING q.id",
-                )
-                .bind(batch)
-                .bind(&worker_id)
-                .fetch_all(&pool)
-                .await?;
-                if ids.is_empty() {
-                    return Ok::<_, sqlx::Error>(());
-                }
-                sqlx::query(
-                    "UPDATE runledger.job_queue
-                     SET status = 'SUCCEEDED', worker_id = NULL, lease_expires_at = NULL,
-                         finished_at = now()
-                     WHERE id = ANY($1)",
-                )
-                .bind(&ids)
-                .execute(&pool)
-                .await?;
-            }
-        }));
-    }
-    for task in tasks {
-        task.await??;
-    }
-    let rate = options.jobs as f64 / begun.elapsed().as_secs_f64();
-    println!("ceiling: {rate:.0} jobs/s");
-    Ok(rate)
-}
-
-/// Waits until no job is pending or leased, with a cheap probe on the partial indexes so that
-/// watching does not slow the run down.
-async fn wait_drained(pool: &PgPool) -> Result<(), BoxError> {
-    loop {
-        let busy: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM runledger.job_queue WHERE status IN ('PENDING', 'LEASED'))",
-        )
-        .fetch_one(pool)
-        .await?;
-        if !busy {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-fn bench_config(options: &Options, poll: Duration) -> JobsConfig {
-    JobsConfig {
-        worker_id: "bench-worker".to_owned(),
-        max_global_concurrency: options.concurrency,
-        claim_batch_size: options.batch,
-        poll_interval: poll,
-        ..JobsConfig::default()
-    }
-}
-
-async fn supervisor_burn_down(
-    pool: &PgPool,
-    options: &Options,
-    history: usize,
-) -> Result<f64, BoxError> {
-    reset(pool).await?;
-    keep_finished(pool, history).await?;
-    fill(pool, options.jobs).await?;
-    let mut registry = JobRegistry::new();
-    registry.register(Noop { started: None })?;
-    let begun = Instant::now();
-    let supervisor = Supervisor::builder(pool, bench_config(options, Duration::from_millis(100)))?
-        .with_registry(registry)
-        .build()?;
-    wait_drained(pool).await?;
-    let rate = options.jobs as f64 / begun.elapsed().as_secs_f64();
-    supervisor
-        .shutdown_with_timeout(Duration::from_secs(30))
-        .await?;
-    println!("burn-down: {rate:.0} jobs/s");
-    Ok(rate)
-}
-
-async fn enqueue_single(pool: &PgPool, options: &Options) -> Result<f64, BoxError> {
-    reset(pool).await?;
-    let total = (options.jobs / 4).max(1_000);
-    let next = Arc::new(AtomicUsize::new(0));
-    let begun = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..options.connections {
-        let (pool, next) = (pool.clone(), Arc::clone(&next));
-        tasks.push(tokio::spawn(async move {
-            while next.fetch_add(1, Ordering::Relaxed) < total {
-                let payload = json!({ "n": 1 });
-                enqueue_job(&pool, &JobEnqueue::new(JOB_TYPE, &payload)).await?;
-            }
-            Ok::<_, runledger_engine::postgres::Error>(())
-        }));
-    }
-    for task in tasks {
-        task.await??;
-    }
-    let rate = total as f64 / begun.elapsed().as_secs_f64();
-    println!("enqueue single: {rate:.0} jobs/s");
-    Ok(rate)
-}
-
-async fn enqueue_batch(pool: &PgPool, options: &Options, history: usize) -> Result<f64, BoxError> {
-    reset(pool).await?;
-    keep_finished(pool, history).await?;
-    let begun = Instant::now();
-    fill(pool, options.jobs).await?;
-    let rate = options.jobs as f64 / begun.elapsed().as_secs_f64();
-    println!("enqueue batch: {rate:.0} jobs/s");
-    Ok(rate)
-}
-
-/// Enqueue one job at a time on an idle worker with a long poll interval (so only the
-/// notification path can be measured) and time enqueue-to-handler-start.
-async fn pickup_latency(
-    pool: &PgPool,
-    options: &Options,
-) -> Result<(Duration, Duration), BoxError> {
-    reset(pool).await?;
-    let (started_tx, mut started_rx) = mpsc::unbounded_channel();
-    let mut registry = JobRegistry::new();
-    registry.register(Noop {
-        started: Some(started_tx),
-    })?;
-    let supervisor = Supervisor::builder(pool, bench_config(options, Duration::from_secs(60)))?
-        .with_registry(registry)
-        .build()?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut samples = Vec::with_capacity(options.latency_samples);
-    for n in 0..options.latency_samples {
-        let payload = json!({ "n": n });
-        let before = Instant::now();
-        enqueue_job(pool, &JobEnqueue::new(JOB_TYPE, &payload)).await?;
-        let started = tokio::time::timeout(Duration::from_secs(10), started_rx.recv())
-            .await?
-            .ok_or("worker stopped")?;
-        samples.push(started.saturating_duration_since(before));
-        // Let the completion flush so the worker is idle again.
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    supervisor
-        .shutdown_with_timeout(Duration::from_secs(30))
-        .await?;
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
-    Ok((at(0.50), at(0.99)))
 }

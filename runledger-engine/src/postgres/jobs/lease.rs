@@ -1,5 +1,12 @@
 //! The worker side of the queue: claim, heartbeat, progress and completion. Every write after
 //! the claim is fenced by (job id, attempt, worker id, unexpired lease).
+//!
+//! The fences say `leased_at IS NOT NULL` rather than `status = 'LEASED'`: the table's
+//! `job_queue_lease_matches_status` CHECK makes the two equivalent once `worker_id` and
+//! `lease_expires_at` are set, but only the second lets the planner pick the partial lease
+//! index, and with statistics taken while few jobs were leased it did, scanning every leased
+//! row of every worker for each job of a batch. Left with the primary key, each row of a
+//! batch is one index lookup.
 
 use std::time::Duration;
 
@@ -262,7 +269,7 @@ pub async fn mark_job_running<'e>(
         UPDATE runledger.job_queue
         SET started_at = coalesce(started_at, now())
         WHERE id = $1 AND attempt = $2 AND worker_id = $3
-          AND status = 'LEASED' AND lease_expires_at > now()
+          AND leased_at IS NOT NULL AND lease_expires_at > now()
         RETURNING id
         "#,
         lease.job_id.0,
@@ -303,7 +310,7 @@ pub async fn heartbeat_jobs<'e>(
         SET lease_expires_at = now() + make_interval(secs => $4)
         FROM unnest($1::uuid[], $2::int4[]) AS h(id, attempt)
         WHERE q.id = h.id AND q.attempt = h.attempt AND q.worker_id = $3
-          AND q.status = 'LEASED' AND q.lease_expires_at > now()
+          AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
         RETURNING q.id AS "id!: JobId"
         "#,
         &ids,
@@ -346,7 +353,7 @@ pub async fn update_job_progress<'e>(
         UPDATE runledger.job_queue
         SET progress = $4, updated_at = now()
         WHERE id = $1 AND attempt = $2 AND worker_id = $3
-          AND status = 'LEASED' AND lease_expires_at > now()
+          AND leased_at IS NOT NULL AND lease_expires_at > now()
         RETURNING id
         "#,
         lease.job_id.0,
@@ -412,7 +419,7 @@ pub async fn complete_jobs_success<'e>(
                 updated_at = now()
             FROM unnest($1::uuid[], $2::int4[], $3::jsonb[]) AS s(id, attempt, output)
             WHERE q.id = s.id AND q.attempt = s.attempt AND q.worker_id = $4
-              AND q.status = 'LEASED' AND q.lease_expires_at > now()
+              AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
             RETURNING q.id, q.attempt, q.leased_at, q.started_at
         ),
         attempt_row AS (
@@ -487,7 +494,7 @@ pub async fn complete_job_failure<'e>(
             FROM runledger.job_queue q
             JOIN runledger.job_definitions d ON d.job_type = q.job_type
             WHERE q.id = $1 AND q.attempt = $2 AND q.worker_id = $3
-              AND q.status = 'LEASED' AND q.lease_expires_at > now()
+              AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
             FOR UPDATE OF q
         ),
         decided AS (

@@ -38,7 +38,7 @@ pub const DEFAULT_COMPLETION_BATCH_SIZE: usize = 512;
 /// Default number of claim loops issuing claims concurrently.
 pub const DEFAULT_CLAIM_PARALLELISM: u32 = 2;
 /// Default number of success batches being written concurrently.
-pub const DEFAULT_FLUSHES_IN_FLIGHT: usize = 4;
+pub const DEFAULT_FLUSHES_IN_FLIGHT: usize = 2;
 /// Default most finished jobs whose outcome is not written yet: as many as the completer
 /// writes in one round of concurrent flushes.
 pub const DEFAULT_MAX_UNPERSISTED_OUTCOMES: usize =
