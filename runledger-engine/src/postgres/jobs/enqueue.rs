@@ -1,8 +1,11 @@
 //! Enqueue: one job or many in one statement, on a pool or inside the caller's transaction,
 //! with idempotency keys backed by canonical request snapshots.
 
+use std::collections::{BTreeSet, HashSet};
+
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
+use sqlx::types::Json;
 use sqlx::{Acquire, Postgres};
 use uuid::Uuid;
 
@@ -270,6 +273,7 @@ pub(crate) async fn enqueue_on(
     conn: &mut sqlx::PgConnection,
     requests: &[JobEnqueue<'_>],
 ) -> Result<Vec<EnqueuedJob>> {
+    crate::postgres::refresh_tcp_nodelay();
     let mut results: Vec<Option<EnqueuedJob>> = vec![None; requests.len()];
     let mut pending: Vec<usize> = (0..requests.len()).collect();
     let keyed = requests.iter().any(|r| r.idempotency_key.is_some());
@@ -280,26 +284,20 @@ pub(crate) async fn enqueue_on(
         let columns = Columns::from_requests(requests, &pending);
         let inserted = sqlx::query!(
             r#"
-            WITH input AS (
-                SELECT *
-                FROM unnest(
-                    $1::uuid[], $2::text[], $3::uuid[], $4::jsonb[], $5::int4[], $6::int4[],
-                    $7::int4[], $8::timestamptz[], $9::text[], $10::jsonb[], $11::uuid[]
-                ) AS i(id, job_type, organization_id, payload, priority, max_attempts,
-                       timeout_seconds, run_at, idempotency_key, enqueue_request, created_by_user_id)
-            ),
-            refused AS (
+            WITH refused AS (
                 SELECT current_setting('transaction_isolation') AS level
                 WHERE $12
                   AND current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted')
             ),
+            definitions AS (
+                SELECT job_type, priority, max_attempts, timeout_seconds
+                FROM runledger.job_definitions
+                WHERE job_type = ANY($13::text[]) AND is_enabled
+            ),
             missing AS (
-                SELECT i.job_type
-                FROM input i
-                WHERE NOT EXISTS (
-                    SELECT 1 FROM runledger.job_definitions d
-                    WHERE d.job_type = i.job_type AND d.is_enabled
-                )
+                SELECT t.job_type
+                FROM unnest($13::text[]) AS t(job_type)
+                WHERE t.job_type NOT IN (SELECT job_type FROM definitions)
                 LIMIT 1
             ),
             inserted AS (
@@ -314,8 +312,12 @@ pub(crate) async fn enqueue_on(
                        coalesce(i.timeout_seconds, d.timeout_seconds),
                        coalesce(i.run_at, now()),
                        i.idempotency_key, i.enqueue_request, i.created_by_user_id
-                FROM input i
-                JOIN runledger.job_definitions d ON d.job_type = i.job_type
+                FROM unnest(
+                    $1::uuid[], $2::text[], $3::uuid[], $4::jsonb[], $5::int4[], $6::int4[],
+                    $7::int4[], $8::timestamptz[], $9::text[], $10::jsonb[], $11::uuid[]
+                ) AS i(id, job_type, organization_id, payload, priority, max_attempts,
+                       timeout_seconds, run_at, idempotency_key, enqueue_request, created_by_user_id)
+                JOIN definitions d ON d.job_type = i.job_type
                 WHERE NOT EXISTS (SELECT 1 FROM missing) AND NOT EXISTS (SELECT 1 FROM refused)
                 ON CONFLICT (
                     coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid),
@@ -332,7 +334,7 @@ pub(crate) async fn enqueue_on(
             &columns.ids,
             &columns.job_types as &[&str],
             &columns.organization_ids as &[Option<Uuid>],
-            &columns.payloads,
+            &columns.payloads as &[Json<&Value>],
             &columns.priorities as &[Option<i32>],
             &columns.max_attempts as &[Option<i32>],
             &columns.timeouts as &[Option<i32>],
@@ -341,6 +343,7 @@ pub(crate) async fn enqueue_on(
             &columns.snapshots as &[Option<Value>],
             &columns.created_by as &[Option<Uuid>],
             keyed,
+            &columns.distinct_types as &[&str],
         )
         .fetch_one(&mut *conn)
         .await?;
@@ -351,8 +354,9 @@ pub(crate) async fn enqueue_on(
         if let Some(job_type) = inserted.missing_type {
             return Err(Error::DefinitionNotFoundOrDisabled { job_type });
         }
+        let inserted_ids: HashSet<Uuid> = inserted.inserted_ids.into_iter().collect();
         for (&index, id) in pending.iter().zip(&columns.ids) {
-            if inserted.inserted_ids.contains(id) {
+            if inserted_ids.contains(id) {
                 results[index] = Some(EnqueuedJob {
                     id: JobId(*id),
                     status: JobStatus::Pending,
@@ -445,7 +449,7 @@ struct Columns<'a> {
     ids: Vec<Uuid>,
     job_types: Vec<&'a str>,
     organization_ids: Vec<Option<Uuid>>,
-    payloads: Vec<Value>,
+    payloads: Vec<Json<&'a Value>>,
     priorities: Vec<Option<i32>>,
     max_attempts: Vec<Option<i32>>,
     timeouts: Vec<Option<i32>>,
@@ -453,6 +457,8 @@ struct Columns<'a> {
     keys: Vec<Option<&'a str>>,
     snapshots: Vec<Option<Value>>,
     created_by: Vec<Option<Uuid>>,
+    /// Each job type once, for the definition check.
+    distinct_types: Vec<&'a str>,
 }
 
 impl<'a> Columns<'a> {
@@ -463,7 +469,7 @@ impl<'a> Columns<'a> {
             ids: picked().map(|_| Uuid::now_v7()).collect(),
             job_types: picked().map(|r| r.job_type.as_str()).collect(),
             organization_ids: picked().map(|r| r.organization_id).collect(),
-            payloads: picked().map(|r| r.payload.clone()).collect(),
+            payloads: picked().map(|r| Json(r.payload)).collect(),
             priorities: picked().map(|r| r.priority).collect(),
             max_attempts: picked().map(|r| r.max_attempts).collect(),
             timeouts: picked().map(|r| r.timeout_seconds).collect(),
@@ -473,6 +479,11 @@ impl<'a> Columns<'a> {
                 .map(|r| r.idempotency_key.map(|_| r.snapshot()))
                 .collect(),
             created_by: picked().map(|r| r.created_by_user_id).collect(),
+            distinct_types: picked()
+                .map(|r| r.job_type.as_str())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
         }
     }
 }

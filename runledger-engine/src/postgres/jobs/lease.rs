@@ -175,6 +175,7 @@ pub async fn claim_jobs<'e>(
     if request.limit <= 0 {
         return Ok(Vec::new());
     }
+    crate::postgres::refresh_tcp_nodelay();
     let rows = sqlx::query_as!(
         ClaimedJob,
         r#"
@@ -404,6 +405,7 @@ pub async fn complete_jobs_success<'e>(
     if successes.is_empty() {
         return Ok(Vec::new());
     }
+    crate::postgres::refresh_tcp_nodelay();
     let ids: Vec<Uuid> = successes.iter().map(|s| s.job_id.0).collect();
     let attempts: Vec<i32> = successes.iter().map(|s| s.attempt).collect();
     let outputs: Vec<Option<Value>> = successes.iter().map(|s| s.output.clone()).collect();

@@ -67,6 +67,7 @@ where
     A: Acquire<'c, Database = Postgres>,
 {
     run.validate()?;
+    crate::postgres::refresh_tcp_nodelay();
     let mut conn = acquire.acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let snapshot = run
