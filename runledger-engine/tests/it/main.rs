@@ -19,6 +19,7 @@ mod intents;
 mod properties;
 mod reads;
 mod recovery;
+mod release_races;
 mod replay;
 mod retention;
 mod runtime;

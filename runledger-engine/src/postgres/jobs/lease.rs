@@ -406,9 +406,13 @@ pub async fn complete_jobs_success<'e>(
         return Ok(Vec::new());
     }
     crate::postgres::refresh_tcp_nodelay();
-    let ids: Vec<Uuid> = successes.iter().map(|s| s.job_id.0).collect();
-    let attempts: Vec<i32> = successes.iter().map(|s| s.attempt).collect();
-    let outputs: Vec<Option<Value>> = successes.iter().map(|s| s.output.clone()).collect();
+    // Rows are locked in id order, the order a workflow cancellation locks its run's jobs in,
+    // so a batch holding two jobs of a run being canceled waits for it instead of deadlocking.
+    let mut ordered: Vec<&JobSuccess> = successes.iter().collect();
+    ordered.sort_unstable_by_key(|s| s.job_id.0);
+    let ids: Vec<Uuid> = ordered.iter().map(|s| s.job_id.0).collect();
+    let attempts: Vec<i32> = ordered.iter().map(|s| s.attempt).collect();
+    let outputs: Vec<Option<Value>> = ordered.iter().map(|s| s.output.clone()).collect();
     let completed = sqlx::query_scalar!(
         r#"
         WITH done AS (
