@@ -53,6 +53,7 @@ async fn cancel_and_complete_race_without_deadlock_or_lost_release(pool: PgPool)
                 job_id: job.id,
                 attempt: job.attempt,
                 output: None,
+                progress: None,
             })
             .collect();
         let complete = {

@@ -274,13 +274,15 @@ pub struct StepOutputError {
     pub message: String,
 }
 
-/// A successful result, optionally with a compact JSON output stored on the job.
+/// A successful result, optionally with a compact JSON output stored on the job and a final
+/// progress update.
 ///
 /// ```
-/// use runledger_engine::core::jobs::JobCompletion;
+/// use runledger_engine::core::jobs::{JobCompletion, JobProgressUpdate};
 ///
 /// assert!(JobCompletion::success().output.is_none());
-/// let done = JobCompletion::with_output(serde_json::json!({"sent": true}));
+/// let done = JobCompletion::with_output(serde_json::json!({"sent": true}))
+///     .progress(JobProgressUpdate::new().completed(10).total(10));
 /// assert_eq!(done.output.unwrap()["sent"], true);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -288,12 +290,15 @@ pub struct StepOutputError {
 pub struct JobCompletion {
     /// JSON stored in `job_queue.output` (and, for a workflow step, on the step).
     pub output: Option<Value>,
+    /// The final progress, stored with the success in the same statement (replacing the last
+    /// update); `None` keeps the last update the handler reported.
+    pub progress: Option<JobProgressUpdate>,
 }
 
 impl JobCompletion {
     /// Success without output.
     pub fn success() -> Self {
-        Self { output: None }
+        Self::default()
     }
 
     /// Success with a JSON output. Keep it compact: store large artifacts elsewhere and return
@@ -301,7 +306,14 @@ impl JobCompletion {
     pub fn with_output(output: Value) -> Self {
         Self {
             output: Some(output),
+            progress: None,
         }
+    }
+
+    /// Stores `progress` as the job's final progress with the success.
+    pub fn progress(mut self, progress: JobProgressUpdate) -> Self {
+        self.progress = Some(progress);
+        self
     }
 }
 

@@ -27,8 +27,8 @@ pub use retention::{
     MIN_RETENTION, Retention,
 };
 pub use status::{
-    JobAttemptOutcome, JobEventType, JobFailureKind, JobIntentStatus, JobLogLevel, JobStatus,
-    UnknownStatus, WorkflowRunStatus, WorkflowStepStatus,
+    JobAttemptOutcome, JobEventType, JobFailureKind, JobIntentStatus, JobLogLevel, JobStage,
+    JobStatus, UnknownStatus, WorkflowRunStatus, WorkflowStepStatus,
 };
 pub use workflow::{
     WorkflowDagBuilder, WorkflowDependencyCondition, WorkflowRunEnqueue, WorkflowRunEnqueueBuilder,

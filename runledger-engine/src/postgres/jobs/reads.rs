@@ -6,7 +6,7 @@ use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use crate::core::jobs::{
-    JobAttemptOutcome, JobEventType, JobFailureKind, JobId, JobStatus, WorkflowRunId,
+    JobAttemptOutcome, JobEventType, JobFailureKind, JobId, JobStage, JobStatus, WorkflowRunId,
     WorkflowStepId,
 };
 use crate::postgres::error::Result;
@@ -27,6 +27,8 @@ pub struct JobRecord {
     pub organization_id: Option<Uuid>,
     /// Current status.
     pub status: JobStatus,
+    /// Where the job is within its status (derived from the row; `Completed` once succeeded).
+    pub stage: JobStage,
     /// The payload.
     pub payload: Value,
     /// Priority (higher runs first).
@@ -102,6 +104,7 @@ pub async fn get_job_by_id<'e>(
         JobRecord,
         r#"
         SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
+               stage AS "stage: JobStage",
                runledger.readable_json(payload, 'job.payload_too_deep') AS "payload!",
                priority, attempt, attempt - attempt_floor AS "attempts_used!",
                max_attempts, run_number, timeout_seconds, next_run_at, worker_id, lease_expires_at,
@@ -274,6 +277,7 @@ pub async fn list_jobs<'e>(
         JobRecord,
         r#"
         SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
+               stage AS "stage: JobStage",
                runledger.readable_json(payload, 'job.payload_too_deep') AS "payload!",
                priority, attempt, attempt - attempt_floor AS "attempts_used!",
                max_attempts, run_number, timeout_seconds, next_run_at, worker_id, lease_expires_at,

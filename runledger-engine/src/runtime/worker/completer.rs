@@ -184,10 +184,14 @@ impl Inner {
     ) -> (Written, bool) {
         let rows: Vec<JobSuccess> = batch
             .iter()
-            .map(|done| JobSuccess {
-                job_id: done.job.job_id,
-                attempt: done.job.attempt,
-                output: done.outcome.as_ref().ok().and_then(|c| c.output.clone()),
+            .map(|done| {
+                let completion = done.outcome.as_ref().ok();
+                JobSuccess {
+                    job_id: done.job.job_id,
+                    attempt: done.job.attempt,
+                    output: completion.and_then(|c| c.output.clone()),
+                    progress: completion.and_then(|c| c.progress.clone()),
+                }
             })
             .collect();
         let mut backoff = Backoff::default();
@@ -340,10 +344,23 @@ impl Finished {
     }
 }
 
-/// The failure replacing a success whose output PostgreSQL could not store or a worker could
-/// not decode again, if so.
+/// The failure replacing a success whose output (or final progress) PostgreSQL could not store
+/// or a worker could not decode again, if so.
 fn unstorable_output(done: &Finished) -> Option<JobFailure> {
-    let output = done.outcome.as_ref().ok()?.output.as_ref()?;
+    let completion = done.outcome.as_ref().ok()?;
+    if let Some(progress) = &completion.progress {
+        let refused = serde_json::to_value(progress)
+            .map_err(|e| e.to_string())
+            .and_then(|value| check_json(&value).map_err(|e| e.to_string()));
+        if let Err(problem) = refused {
+            tracing::warn!(job.id = %done.job.job_id, %problem, "the handler's final progress cannot be stored; failing the job");
+            return Some(JobFailure::terminal(
+                "job.invalid_progress",
+                format!("the handler's final progress {problem}"),
+            ));
+        }
+    }
+    let output = completion.output.as_ref()?;
     let problem = check_json(output).err()?;
     tracing::warn!(job.id = %done.job.job_id, %problem, "the handler's output cannot be stored; failing the job");
     Some(JobFailure::terminal(

@@ -23,7 +23,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::core::jobs::{JobCompletion, JobFailure, JobFailureKind, JobId};
-use crate::postgres::jobs::{ClaimRequest, ClaimedJob, JobFailureDisposition, claim_jobs};
+use crate::postgres::jobs::{
+    ClaimRequest, ClaimedJob, JobFailureDisposition, claim_jobs, mark_jobs_running,
+};
 use crate::runtime::config::{JobsConfig, JobsConfigError, check_pool_size, warn_if_pool_small};
 use crate::runtime::error::RuntimeLoopExit;
 use crate::runtime::job_logs::LogBuffer;
@@ -265,6 +267,7 @@ impl Worker {
             .min(inner.config.max_concurrency);
         let claimed = claim_jobs(&inner.pool, &inner.claim_request(i64::from(limit))).await?;
         let order: Vec<JobId> = claimed.iter().map(|job| job.id).collect();
+        inner.mark_running(&claimed).await;
         let tree = TaskTree::new();
         let never = tree.spawner().child_token();
         let runs: Vec<_> = claimed
@@ -463,6 +466,15 @@ pub async fn run_worker_loop(
 }
 
 impl Inner {
+    /// Marks a claimed batch running (one statement) just before its handlers start. A failure
+    /// costs the handlers nothing: they run, and only `started_at` stays unset.
+    async fn mark_running(&self, claimed: &[ClaimedJob]) {
+        let leases: Vec<(JobId, i32)> = claimed.iter().map(|job| (job.id, job.attempt)).collect();
+        if let Err(err) = mark_jobs_running(&self.pool, &self.config.worker_id, &leases).await {
+            tracing::warn!(code = err.code(), error = %err.internal_message(), jobs = leases.len(), "marking a batch running failed");
+        }
+    }
+
     fn claim_request(&self, limit: i64) -> ClaimRequest<'_> {
         ClaimRequest::new(&self.config.worker_id, limit, self.config.lease_ttl)
             .job_types(&self.job_types)
