@@ -11,6 +11,7 @@ mod admin_reads;
 mod catalog;
 mod claim;
 mod complete;
+mod continuation;
 mod definitions;
 mod enqueue;
 mod error_codes;

@@ -12,9 +12,9 @@ mod workflow;
 
 pub use definition::JobDefaults;
 pub use handler::{
-    JobCompletion, JobContext, JobContextError, JobFailure, JobHandler, JobProgressSink,
-    JobProgressUpdate, JobProgressWriter, StepOutputError, StepOutputReader, StepOutputs,
-    WorkflowAppender, WorkflowStepAppender,
+    JobCompletion, JobContext, JobContextError, JobContinuation, JobFailure, JobHandler,
+    JobProgressSink, JobProgressUpdate, JobProgressWriter, StepOutputError, StepOutputReader,
+    StepOutputs, WorkflowAppender, WorkflowStepAppender,
 };
 pub use identifiers::{
     IdentifierError, JobType, MAX_IDENTIFIER_CHARS, NAME_CHARACTERS, NameError, StepKey,

@@ -156,6 +156,8 @@ status_enum!(
         Timeout => "TIMEOUT",
         /// The worker stopped renewing its lease (crash, partition) and the reaper took it back.
         LeaseExpired => "LEASE_EXPIRED",
+        /// A handler continued the job: its next run was scheduled.
+        Continued => "CONTINUED",
     }
 );
 

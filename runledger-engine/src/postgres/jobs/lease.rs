@@ -101,6 +101,8 @@ pub struct ClaimedJob {
     pub workflow_step_id: Option<WorkflowStepId>,
     /// The workflow step's key, when the job is a workflow step.
     pub workflow_step_key: Option<String>,
+    /// The checkpoint the job's last continued run committed.
+    pub checkpoint: Option<Value>,
 }
 
 impl ClaimedJob {
@@ -130,6 +132,7 @@ impl ClaimedJob {
         context
             .workflow_step_key
             .clone_from(&self.workflow_step_key);
+        context.checkpoint.clone_from(&self.checkpoint);
         context
     }
 }
@@ -230,7 +233,7 @@ pub async fn claim_jobs<'e>(
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.priority, q.attempt,
                       q.attempt_floor, q.max_attempts, q.timeout_seconds, q.worker_id,
                       q.lease_expires_at, q.next_run_at, q.workflow_run_id, q.workflow_step_id,
-                      q.workflow_step_key
+                      q.workflow_step_key, q.checkpoint
         )
         SELECT id AS "id: JobId",
                job_type,
@@ -245,7 +248,8 @@ pub async fn claim_jobs<'e>(
                lease_expires_at AS "lease_expires_at!",
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",
-               workflow_step_key
+               workflow_step_key,
+               checkpoint
         FROM leased
         ORDER BY priority DESC, next_run_at, id
         "#,
@@ -611,7 +615,7 @@ pub async fn complete_job_failure<'e>(
 
 /// A progress update as stored; one containing a NUL character is refused with
 /// `job.invalid_progress`.
-fn progress_json(progress: &JobProgressUpdate) -> Result<Value> {
+pub(super) fn progress_json(progress: &JobProgressUpdate) -> Result<Value> {
     let progress = serde_json::to_value(progress).map_err(Error::corrupt)?;
     check_json_field(&progress, "job.invalid_progress", "the progress update")?;
     Ok(progress)

@@ -4,6 +4,7 @@
 
 mod activity;
 mod admin;
+mod continuation;
 mod definitions;
 mod detail;
 mod enqueue;
@@ -25,6 +26,9 @@ pub use activity::{JobActivityMinute, get_job_activity};
 pub use admin::{
     JobRequeueExpectation, JobRequeueOutcome, ReapedLease, cancel_job, reap_expired_leases,
     requeue_job, requeue_job_if, run_waiting_jobs_now,
+};
+pub use continuation::{
+    JobContinuationOutcome, JobContinued, MAX_CONTINUATION_DELAY, continue_jobs,
 };
 pub use definitions::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_BASE_DELAY_MS, DEFAULT_RETRY_MAX_DELAY_MS,

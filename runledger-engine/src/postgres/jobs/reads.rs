@@ -60,6 +60,8 @@ pub struct JobRecord {
     pub progress: Option<Value>,
     /// The handler's output, once succeeded.
     pub output: Option<Value>,
+    /// The checkpoint the last continued run committed (handed to the next run).
+    pub checkpoint: Option<Value>,
     /// Code of the last failure.
     pub last_error_code: Option<String>,
     /// Message of the last failure.
@@ -111,6 +113,7 @@ pub async fn get_job_by_id<'e>(
                leased_at, started_at, idempotency_key,
                runledger.readable_json(progress, 'job.invalid_progress') AS progress,
                runledger.readable_json(output, 'job.output_invalid') AS output,
+               runledger.readable_json(checkpoint, 'job.invalid_checkpoint') AS checkpoint,
                last_error_code, last_error_message,
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",
@@ -284,6 +287,7 @@ pub async fn list_jobs<'e>(
                leased_at, started_at, idempotency_key,
                runledger.readable_json(progress, 'job.invalid_progress') AS progress,
                runledger.readable_json(output, 'job.output_invalid') AS output,
+               runledger.readable_json(checkpoint, 'job.invalid_checkpoint') AS checkpoint,
                last_error_code, last_error_message,
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",

@@ -185,6 +185,7 @@ async fn insert_steps(
     let attempts: Vec<Option<i32>> = steps.iter().map(|s| s.max_attempts).collect();
     let timeouts: Vec<Option<i32>> = steps.iter().map(|s| s.timeout_seconds).collect();
     let stages: Vec<Option<&str>> = steps.iter().map(|s| s.stage.as_deref()).collect();
+    let continuations: Vec<bool> = steps.iter().map(|s| s.allow_continuation).collect();
     let orgs: Vec<Option<Uuid>> = steps.iter().map(|s| s.organization_id).collect();
     let metadata: Vec<Value> = steps.iter().map(|s| s.metadata.as_ref().clone()).collect();
     let deps: Vec<i32> = steps
@@ -195,16 +196,17 @@ async fn insert_steps(
         r#"
         INSERT INTO runledger.workflow_steps (
             id, workflow_run_id, step_key, step_kind, job_type, payload, priority, max_attempts,
-            timeout_seconds, stage, organization_id, metadata, deps_total, deps_pending
+            timeout_seconds, stage, organization_id, metadata, deps_total, deps_pending,
+            continuation_allowed
         )
         SELECT s.id, $1, s.step_key, s.step_kind, s.job_type, s.payload, s.priority,
                s.max_attempts, s.timeout_seconds, s.stage, s.organization_id, s.metadata,
-               s.deps, s.deps
+               s.deps, s.deps, s.continuation_allowed
         FROM unnest(
             $2::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::int4[], $8::int4[],
-            $9::int4[], $10::text[], $11::uuid[], $12::jsonb[], $13::int4[]
+            $9::int4[], $10::text[], $11::uuid[], $12::jsonb[], $13::int4[], $14::bool[]
         ) AS s(id, step_key, step_kind, job_type, payload, priority, max_attempts,
-               timeout_seconds, stage, organization_id, metadata, deps)
+               timeout_seconds, stage, organization_id, metadata, deps, continuation_allowed)
         "#,
         run_id,
         &step_ids,
@@ -219,6 +221,7 @@ async fn insert_steps(
         &orgs as &[Option<Uuid>],
         &metadata,
         &deps,
+        &continuations,
     )
     .execute(&mut *conn)
     .await?;

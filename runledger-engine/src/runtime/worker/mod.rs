@@ -9,6 +9,7 @@
 
 mod claim;
 mod completer;
+mod continuer;
 mod execute;
 mod heartbeat;
 mod listener;
@@ -152,6 +153,9 @@ pub struct WorkerPass {
     pub claimed: usize,
     /// Successes committed.
     pub succeeded: usize,
+    /// Continuations committed (attempts that closed as a success and scheduled the job's
+    /// next run).
+    pub continued: usize,
     /// Failures committed (a success whose output could not be stored counts here).
     pub failed: usize,
     /// Outcomes that could not be committed (lease lost).
@@ -176,6 +180,13 @@ pub struct PassedJob {
 pub enum PassOutcome {
     /// The success (and output) was committed.
     Succeeded,
+    /// The attempt closed as a success and the job's next run was scheduled.
+    Continued {
+        /// The run that starts next.
+        run_number: i32,
+        /// When it becomes claimable.
+        next_run_at: chrono::DateTime<chrono::Utc>,
+    },
     /// The failure was committed: retried later or dead-lettered, as `disposition` says.
     Failed {
         /// How it failed.
@@ -296,12 +307,7 @@ impl Worker {
             }
         }
         inner.logs.flush(&inner.pool).await;
-        let (successes, failures): (Vec<_>, Vec<_>) =
-            finished.into_iter().partition(|done| done.outcome.is_ok());
-        passed.extend(inner.persist_successes(successes, &never).await);
-        for failure in failures {
-            passed.push(inner.persist_failure(failure, &never).await);
-        }
+        passed.extend(inner.persist_batch(finished, &never).await);
         passed.sort_by_key(|done| order.iter().position(|id| *id == done.job.job_id));
         let count = |wanted: fn(&PassOutcome) -> bool| {
             passed.iter().filter(|done| wanted(&done.outcome)).count()
@@ -309,6 +315,7 @@ impl Worker {
         Ok(WorkerPass {
             claimed: order.len(),
             succeeded: count(|o| matches!(o, PassOutcome::Succeeded)),
+            continued: count(|o| matches!(o, PassOutcome::Continued { .. })),
             failed: count(|o| matches!(o, PassOutcome::Failed { .. })),
             persist_failed: count(|o| matches!(o, PassOutcome::NotRecorded)),
             jobs: passed,
