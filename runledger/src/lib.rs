@@ -51,6 +51,7 @@
 //! created per tenant, or operator tools.
 
 mod context;
+mod continuation;
 mod error;
 mod fan_out;
 mod handler;
@@ -97,6 +98,7 @@ pub use uuid;
 pub use runledger_engine::runtime::config::JobsConfig;
 
 pub use context::JobContext;
+pub use continuation::Continuation;
 pub use engine::core::jobs::{JobDefaults, JobProgressUpdate};
 pub use engine::postgres::jobs::{JobRequeueExpectation, JobRequeueOutcome};
 pub use error::{Error, HANDLER_ERROR_CODE, JobError};
