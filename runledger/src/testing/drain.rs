@@ -322,7 +322,10 @@ pub async fn drain_worker(
         if let Some(until) = options.delayed_until {
             run_waiting_jobs_now(pool, until, &job_types).await?;
         }
-        let pass = worker.run_once().await?;
+        let pass = worker
+            .run_once()
+            .await
+            .map_err(crate::engine::runtime::WorkerError::into_persistence)?;
         if pass.claimed == 0 {
             return Ok(report);
         }

@@ -28,7 +28,7 @@ use crate::postgres::jobs::{
     ClaimRequest, ClaimedJob, JobFailureDisposition, claim_jobs, mark_jobs_running,
 };
 use crate::runtime::config::{JobsConfig, JobsConfigError, check_pool_size, warn_if_pool_small};
-use crate::runtime::error::RuntimeLoopExit;
+use crate::runtime::error::{RuntimeLoopExit, WorkerError};
 use crate::runtime::job_logs::LogBuffer;
 use crate::runtime::observer::{JobLifecycleObservers, ObservedJob};
 use crate::runtime::registry::JobRegistry;
@@ -269,8 +269,10 @@ impl Worker {
     }
 
     /// Claims one batch (up to the concurrency limit), runs every job to its end and persists
-    /// the outcomes. For tests and step-by-step drivers.
-    pub async fn run_once(&self) -> Result<WorkerPass, crate::postgres::Error> {
+    /// the outcomes. For tests and step-by-step drivers. A claim the database refuses fails
+    /// the pass with [`WorkerError::Persistence`]; outcomes that cannot be written are
+    /// reported per job instead.
+    pub async fn run_once(&self) -> Result<WorkerPass, WorkerError> {
         let inner = &self.inner;
         let limit = inner
             .config
