@@ -14,9 +14,10 @@ use crate::error::JobError;
 /// the finishing run returns: a continuation leaves the handler through the error channel
 /// (`Err(continuation.into())`, or `?`) and never produces an output.
 ///
-/// A workflow step may continue only when its step opted in (the engine's
-/// `WorkflowStepEnqueueBuilder::allow_continuation`); otherwise the attempt fails with
-/// `workflow.continuation_not_allowed`.
+/// A workflow step may continue only when its step opted in (`#[step(continuation = true)]`,
+/// or the engine's `WorkflowStepEnqueueBuilder::allow_continuation`); otherwise the attempt
+/// fails with `workflow.continuation_not_allowed`. The step stays open meanwhile, so its
+/// dependents wait for the run that finishes.
 ///
 /// ```
 /// use std::time::Duration;

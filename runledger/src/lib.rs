@@ -184,6 +184,7 @@ pub use runledger_macros::job;
 /// | `#[step(priority = ..)]` | `#[step(priority = 10)]` | the step job's priority |
 /// | `#[step(max_attempts = ..)]` | `#[step(max_attempts = 2)]` | the step job's attempts |
 /// | `#[step(timeout = ..)]` | `#[step(timeout = "5m")]` | the step job's timeout |
+/// | `#[step(continuation = ..)]` | `#[step(continuation = true)]` | the step's job may end attempts with a [`Continuation`]; the step (and its dependents) wait for the run that finishes |
 ///
 /// A [`FanOut<J>`] field is a step filled at run time by another step with any number of `J`
 /// jobs ([`JobContext::fan_out`]); its output is the `Vec` of theirs.

@@ -55,3 +55,58 @@ fn a_continuation_is_not_a_failure_but_converts_into_one_when_misused() {
     let plain = JobError::retryable("boom");
     assert!(!plain.is_continuation());
 }
+
+#[job(name = "it.continuation.total")]
+async fn total(#[output(Counting::COUNT)] runs: Vec<i32>) -> Result<usize, JobError> {
+    Ok(runs.len())
+}
+
+/// `count` may continue (`continuation = true`); `total` waits for the run that finishes it.
+#[workflow(name = "it.continuation.counting")]
+struct Counting {
+    #[step(continuation = true)]
+    count: CountInRuns,
+    #[after(count)]
+    #[result]
+    total: Total,
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_workflow_step_that_opted_in_continues_and_its_dependent_waits_for_the_last_run(
+    pool: PgPool,
+) {
+    let worker = worker_builder(&pool).build().unwrap();
+    runledger::testing::prepare(&pool).await.unwrap();
+    let run = Counting {
+        count: CountInRuns { runs: 3 },
+        total: Total {},
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap();
+    let report = drain_worker(&worker, DrainOptions::new()).await.unwrap();
+    assert_eq!(
+        (report.continued(), report.succeeded()),
+        (2, 2),
+        "{report:?}"
+    );
+    // `total` ran once, after the third run of `count`.
+    let totals = report.runs_of::<Total>();
+    assert_eq!(totals.len(), 1);
+    let last_count = report
+        .runs
+        .iter()
+        .rposition(|r| r.job_type == CountInRuns::NAME)
+        .unwrap();
+    let total_at = report
+        .runs
+        .iter()
+        .position(|r| r.job_type == Total::NAME)
+        .unwrap();
+    assert!(total_at > last_count);
+    let result = run
+        .result(&pool, Wait::up_to(std::time::Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert_eq!(result, 3);
+}
