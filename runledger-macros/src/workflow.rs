@@ -32,6 +32,7 @@ enum StepKey {
     Priority,
     MaxAttempts,
     Timeout,
+    Continuation,
 }
 
 const STEP_KEYS: &[(&str, StepKey)] = &[
@@ -39,6 +40,7 @@ const STEP_KEYS: &[(&str, StepKey)] = &[
     ("priority", StepKey::Priority),
     ("max_attempts", StepKey::MaxAttempts),
     ("timeout", StepKey::Timeout),
+    ("continuation", StepKey::Continuation),
 ];
 
 /// One step: a field with its edges and options.
@@ -197,6 +199,11 @@ fn parse_step_options(attr: &Attribute, step: &mut Step, errors: &mut Errors) {
                     .and_then(|lit| args::duration_seconds(&lit, 1, errors))
                 {
                     step.options.push((ident, quote!(.timeout_seconds(#n))));
+                }
+            }
+            StepKey::Continuation => {
+                if let Some(true) = args::lit_bool(&arg.value, &ident, errors) {
+                    step.options.push((ident, quote!(.allow_continuation())));
                 }
             }
         }

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use runledger_engine::core::jobs::{
-    JobId, JobStatus, WorkflowRunId, WorkflowRunStatus, WorkflowStepKind, WorkflowStepStatus,
+    JobId, JobStage, JobStatus, WorkflowRunId, WorkflowRunStatus, WorkflowStepKind,
+    WorkflowStepStatus,
 };
 use runledger_engine::postgres::jobs::{
     JobActivityMinute, JobDefinition, JobDetail, JobIntentMetrics, JobMetrics, JobRecord,
@@ -181,6 +182,9 @@ pub(crate) struct JobRow {
     pub(crate) payload: Value,
     pub(crate) progress: Option<Value>,
     pub(crate) output: Option<Value>,
+    pub(crate) stage: JobStage,
+    pub(crate) run_number: i32,
+    pub(crate) checkpoint: Option<Value>,
 }
 
 impl JobRow {
@@ -208,6 +212,9 @@ impl JobRow {
             payload: Value::Object(serde_json::Map::new()),
             progress: None,
             output: None,
+            stage: JobStage::Queued,
+            run_number: 1,
+            checkpoint: None,
         }
     }
 }
@@ -235,6 +242,9 @@ impl From<JobRecord> for JobRow {
             payload: j.payload,
             progress: j.progress,
             output: j.output,
+            stage: j.stage,
+            run_number: j.run_number,
+            checkpoint: j.checkpoint,
         }
     }
 }

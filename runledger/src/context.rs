@@ -253,6 +253,22 @@ impl JobContext {
             .map_err(|e| context_error(&e))
     }
 
+    /// The checkpoint the job's last continued run committed (see
+    /// [`Continuation`](crate::Continuation)), decoded as `T`: `None` on the first run. A stored
+    /// value that does not decode fails the attempt with `job.invalid_checkpoint`.
+    pub fn checkpoint<T: serde::de::DeserializeOwned>(&self) -> Result<Option<T>, JobError> {
+        self.inner
+            .checkpoint
+            .as_ref()
+            .map(|value| {
+                T::deserialize(value).map_err(|e| {
+                    JobError::terminal(format!("the stored checkpoint does not decode: {e}"))
+                        .with_code("job.invalid_checkpoint")
+                })
+            })
+            .transpose()
+    }
+
     /// Writes a line to the job's log (shown by the TUI); never waits.
     pub fn log(&self, level: JobLogLevel, message: impl Into<String>) {
         self.inner.log(level, message);

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use crate::engine;
 use crate::engine::core::jobs::{
-    JobFailure, JobFailureKind, JobId, WorkflowRunId, WorkflowValidationError,
+    JobCompletion, JobContinuation, JobFailure, JobFailureKind, JobId, WorkflowRunId,
+    WorkflowValidationError,
 };
 use crate::engine::postgres::jobs::WorkflowRunHandleError;
 use crate::engine::runtime::RuntimeError;
@@ -42,22 +43,26 @@ pub const HANDLER_ERROR_CODE: &str = "job.handler_error";
 /// ```
 pub struct JobError {
     failure: JobFailure,
+    /// Set when the handler returned a [`Continuation`](crate::Continuation) instead.
+    continuation: Option<Box<JobContinuation>>,
 }
 
 impl JobError {
     /// A failure worth retrying while attempts remain (code `job.handler_error`).
     pub fn retryable(message: impl fmt::Display) -> Self {
-        Self {
-            failure: JobFailure::retryable(HANDLER_ERROR_CODE, message.to_string()),
-        }
+        Self::from_failure(JobFailure::retryable(
+            HANDLER_ERROR_CODE,
+            message.to_string(),
+        ))
     }
 
     /// A permanent failure: the job is dead-lettered at once, whatever attempts remain
     /// (code `job.handler_error` unless [`with_code`](Self::with_code) sets one).
     pub fn terminal(message: impl fmt::Display) -> Self {
-        Self {
-            failure: JobFailure::terminal(HANDLER_ERROR_CODE, message.to_string()),
-        }
+        Self::from_failure(JobFailure::terminal(
+            HANDLER_ERROR_CODE,
+            message.to_string(),
+        ))
     }
 
     /// Replaces the stable code stored on the attempt (e.g. `smtp.unavailable`).
@@ -71,6 +76,7 @@ impl JobError {
     pub fn retry_after(self, delay: Duration) -> Self {
         Self {
             failure: self.failure.with_retry_after(delay),
+            ..self
         }
     }
 
@@ -91,12 +97,40 @@ impl JobError {
 
     /// Wraps an engine failure (code, kind and retry hint kept as they are).
     pub fn from_failure(failure: JobFailure) -> Self {
-        Self { failure }
+        Self {
+            failure,
+            continuation: None,
+        }
     }
 
-    /// The engine's failure value, as the runtime stores it.
+    /// The engine's failure value, as the runtime stores it. A
+    /// [`Continuation`](crate::Continuation) has none: it becomes the terminal failure
+    /// `job.continuation_misplaced` (a worker never calls this for one).
     pub fn into_failure(self) -> JobFailure {
         self.failure
+    }
+
+    /// Whether this is a [`Continuation`](crate::Continuation) rather than a failure.
+    pub fn is_continuation(&self) -> bool {
+        self.continuation.is_some()
+    }
+
+    /// What the engine stores for this attempt: a continuation, or the failure.
+    pub(crate) fn into_outcome(self) -> Result<JobCompletion, JobFailure> {
+        match self.continuation {
+            Some(continuation) => Ok(JobCompletion::continuing(*continuation)),
+            None => Err(self.failure),
+        }
+    }
+
+    pub(crate) fn continuing(continuation: JobContinuation) -> Self {
+        Self {
+            failure: JobFailure::terminal(
+                "job.continuation_misplaced",
+                "the handler continued the job, but this continuation was used as a failure",
+            ),
+            continuation: Some(Box::new(continuation)),
+        }
     }
 
     pub(crate) fn coded_terminal(code: &str, message: impl fmt::Display) -> Self {

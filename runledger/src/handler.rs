@@ -50,10 +50,14 @@ where
                 format!("the payload does not match job `{}`: {e}", J::NAME),
             )
         })?;
-        let output = job
+        let output = match job
             .run(JobContext::with_data(context, Arc::clone(&self.data)))
             .await
-            .map_err(crate::JobError::into_failure)?;
+        {
+            Ok(output) => output,
+            // A continuation leaves through the error channel and carries no output.
+            Err(exit) => return exit.into_outcome(),
+        };
         let output = serde_json::to_value(output).map_err(|e| {
             JobFailure::terminal(
                 "job.output_invalid",

@@ -51,6 +51,7 @@
 //! created per tenant, or operator tools.
 
 mod context;
+mod continuation;
 mod error;
 mod fan_out;
 mod handler;
@@ -97,6 +98,7 @@ pub use uuid;
 pub use runledger_engine::runtime::config::JobsConfig;
 
 pub use context::JobContext;
+pub use continuation::Continuation;
 pub use engine::core::jobs::{JobDefaults, JobProgressUpdate};
 pub use engine::postgres::jobs::{JobRequeueExpectation, JobRequeueOutcome};
 pub use engine::postgres::use_tcp_nodelay;
@@ -183,6 +185,7 @@ pub use runledger_macros::job;
 /// | `#[step(priority = ..)]` | `#[step(priority = 10)]` | the step job's priority |
 /// | `#[step(max_attempts = ..)]` | `#[step(max_attempts = 2)]` | the step job's attempts |
 /// | `#[step(timeout = ..)]` | `#[step(timeout = "5m")]` | the step job's timeout |
+/// | `#[step(continuation = ..)]` | `#[step(continuation = true)]` | the step's job may end attempts with a [`Continuation`]; the step (and its dependents) wait for the run that finishes |
 ///
 /// A [`FanOut<J>`] field is a step filled at run time by another step with any number of `J`
 /// jobs ([`JobContext::fan_out`]); its output is the `Vec` of theirs.

@@ -201,6 +201,7 @@ pub struct StepSpec {
     priority: Option<i32>,
     max_attempts: Option<i32>,
     timeout_seconds: Option<i32>,
+    allow_continuation: bool,
 }
 
 #[doc(hidden)]
@@ -214,6 +215,7 @@ impl StepSpec {
             priority: None,
             max_attempts: None,
             timeout_seconds: None,
+            allow_continuation: false,
         }
     }
 
@@ -260,6 +262,11 @@ impl StepSpec {
         self
     }
 
+    pub fn allow_continuation(mut self) -> Self {
+        self.allow_continuation = true;
+        self
+    }
+
     fn into_engine(self) -> WorkflowStepEnqueue<'static> {
         let key = StepKey::new(self.key);
         let mut step = match self.draft {
@@ -271,6 +278,7 @@ impl StepSpec {
         step.priority = self.priority;
         step.max_attempts = self.max_attempts;
         step.timeout_seconds = self.timeout_seconds;
+        step.allow_continuation = self.allow_continuation;
         let edges = self
             .after
             .iter()

@@ -9,8 +9,8 @@ use uuid::Uuid;
 
 use crate::core::jobs::{
     JobAttemptOutcome, JobEventType, JobFailureKind, JobId, JobIntentId, JobIntentStatus,
-    JobLogLevel, JobScheduleId, JobStatus, WorkflowRunId, WorkflowRunStatus, WorkflowStepId,
-    WorkflowStepStatus,
+    JobLogLevel, JobScheduleId, JobStage, JobStatus, WorkflowRunId, WorkflowRunStatus,
+    WorkflowStepId, WorkflowStepStatus,
 };
 
 macro_rules! text_enum_sql {
@@ -42,6 +42,7 @@ macro_rules! text_enum_sql {
 
 text_enum_sql!(
     JobStatus,
+    JobStage,
     JobFailureKind,
     JobAttemptOutcome,
     JobEventType,

@@ -110,6 +110,13 @@ macro_rules! pass_error {
                     Self::Persistence(err) => err.internal_message(),
                 }
             }
+
+            /// The persistence error underneath.
+            pub fn into_persistence(self) -> crate::postgres::Error {
+                match self {
+                    Self::Persistence(err) => err,
+                }
+            }
         }
     };
 }

@@ -22,9 +22,10 @@ pub use error::{
     WorkerError,
 };
 pub use observer::{
-    JobCompletionPersistFailedEvent, JobCompletionPersistenceOperation, JobFailedEvent,
-    JobFailureDisposition, JobLeaseLostEvent, JobLeaseReapedDisposition, JobLeaseReapedEvent,
-    JobLifecycleObserver, JobLifecycleObservers, JobRunningEvent, JobSucceededEvent, ObservedJob,
+    JobCompletionPersistFailedEvent, JobCompletionPersistenceOperation, JobContinuedEvent,
+    JobFailedEvent, JobFailureDisposition, JobLeaseLostEvent, JobLeaseReapedDisposition,
+    JobLeaseReapedEvent, JobLifecycleObserver, JobLifecycleObservers, JobRunningEvent,
+    JobSucceededEvent, ObservedJob,
 };
 pub use supervisor::{Supervisor, SupervisorBuilder, SupervisorShutdown};
 

@@ -68,6 +68,21 @@ pub struct JobSucceededEvent {
     pub duration: Duration,
 }
 
+/// A handler continued its job: the attempt closed as a success and the job's next run was
+/// scheduled.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JobContinuedEvent {
+    /// The job.
+    pub job: ObservedJob,
+    /// How long the handler ran.
+    pub duration: Duration,
+    /// The run that starts next.
+    pub run_number: i32,
+    /// When it becomes claimable.
+    pub next_run_at: chrono::DateTime<chrono::Utc>,
+}
+
 /// A failed attempt was committed.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -92,6 +107,8 @@ pub enum JobCompletionPersistenceOperation {
     Success,
     /// Recording a failure.
     Failure,
+    /// Recording a continuation.
+    Continuation,
 }
 
 /// A handler finished but its outcome could not be recorded (lease lost meanwhile, or the
@@ -184,6 +201,8 @@ pub trait JobLifecycleObserver: Send + Sync + 'static {
     fn on_job_succeeded(&self, _event: &JobSucceededEvent) {}
     /// A failure was committed.
     fn on_job_failed(&self, _event: &JobFailedEvent) {}
+    /// A continuation was committed (the job's next run is scheduled).
+    fn on_job_continued(&self, _event: &JobContinuedEvent) {}
     /// An outcome could not be committed.
     fn on_job_completion_persist_failed(&self, _event: &JobCompletionPersistFailedEvent) {}
     /// A lease was lost while the handler ran.
@@ -198,6 +217,7 @@ pub(crate) enum LifecycleEvent {
     Running(JobRunningEvent),
     Succeeded(JobSucceededEvent),
     Failed(JobFailedEvent),
+    Continued(JobContinuedEvent),
     PersistFailed(JobCompletionPersistFailedEvent),
     LeaseLost(JobLeaseLostEvent),
     LeaseReaped(JobLeaseReapedEvent),
@@ -209,6 +229,7 @@ impl LifecycleEvent {
             Self::Running(event) => observer.on_job_running(event),
             Self::Succeeded(event) => observer.on_job_succeeded(event),
             Self::Failed(event) => observer.on_job_failed(event),
+            Self::Continued(event) => observer.on_job_continued(event),
             Self::PersistFailed(event) => observer.on_job_completion_persist_failed(event),
             Self::LeaseLost(event) => observer.on_job_lease_lost(event),
             Self::LeaseReaped(event) => observer.on_job_lease_reaped(event),

@@ -72,6 +72,7 @@ async fn four_concurrent_workers_claim_2000_jobs_each_exactly_once(pool: PgPool)
                             job_id: job.id,
                             attempt: job.attempt,
                             output: None,
+                            progress: None,
                         })
                         .collect();
                     let completed = complete_jobs_success(&pool, &worker, &successes)

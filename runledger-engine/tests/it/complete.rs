@@ -117,6 +117,7 @@ async fn batch_success_completes_current_leases_and_skips_an_expired_one(pool: P
             job_id: job.id,
             attempt: job.attempt,
             output: Some(json!({"done": n})),
+            progress: None,
         })
         .collect();
 

@@ -20,7 +20,7 @@ use runledger_engine::runtime::catalog::{JobCatalog, JobCatalogDefinitionOverrid
 use runledger_engine::runtime::config::JobsConfig;
 use runledger_engine::runtime::reaper::{Reaper, ReaperConfig};
 use runledger_engine::runtime::scheduler::{Scheduler, SchedulerConfig};
-use runledger_engine::runtime::{JobLifecycleObservers, ReaperError, SchedulerError};
+use runledger_engine::runtime::{JobLifecycleObservers, ReaperError, SchedulerError, WorkerError};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -599,7 +599,7 @@ async fn a_catalog_request_is_still_refused_when_an_operator_disabled_the_type(p
 // ---------------------------------------------------------------------------------------------
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
-async fn reaper_and_scheduler_passes_fail_with_their_named_errors(pool: PgPool) {
+async fn worker_reaper_and_scheduler_passes_fail_with_their_named_errors(pool: PgPool) {
     let config = JobsConfig::default();
     let reaper = Reaper::new(
         pool.clone(),
@@ -609,12 +609,24 @@ async fn reaper_and_scheduler_passes_fail_with_their_named_errors(pool: PgPool) 
     .unwrap();
     let scheduler =
         Scheduler::new(pool.clone(), SchedulerConfig::from_jobs_config(&config)).unwrap();
+    let mut registry = runledger_engine::runtime::registry::JobRegistry::new();
+    registry.register(noop("seed.worker_pass")).unwrap();
+    let worker = runledger_engine::runtime::worker::Worker::new(
+        pool.clone(),
+        std::sync::Arc::new(registry),
+        runledger_engine::runtime::worker::WorkerConfig::from_jobs_config(&config),
+        JobLifecycleObservers::new(),
+    )
+    .unwrap();
     assert!(reaper.run_once().await.is_ok());
+    assert_eq!(worker.run_once().await.unwrap().claimed, 0);
     pool.close().await;
     let ReaperError::Persistence(inner) = reaper.run_once().await.unwrap_err() else {
         panic!("a reaper pass fails with ReaperError::Persistence");
     };
     assert_eq!(inner.code(), "storage.unavailable");
     let err: SchedulerError = scheduler.run_once().await.unwrap_err();
+    assert_eq!(err.code(), "storage.unavailable");
+    let err: WorkerError = worker.run_once().await.unwrap_err();
     assert_eq!(err.code(), "storage.unavailable");
 }

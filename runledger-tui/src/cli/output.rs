@@ -78,6 +78,8 @@ pub(crate) fn job(job: &JobRecord) -> Value {
         "id": job.id.to_string(),
         "job_type": job.job_type,
         "status": job.status.as_str(),
+        "stage": job.stage.as_str(),
+        "run_number": job.run_number,
         "organization_id": job.organization_id,
         "priority": job.priority,
         "attempts_used": job.attempts_used,
@@ -93,6 +95,7 @@ pub(crate) fn job(job: &JobRecord) -> Value {
         "payload": job.payload,
         "progress": job.progress,
         "output": job.output,
+        "checkpoint": job.checkpoint,
         "created_at": job.created_at,
         "finished_at": job.finished_at,
     })

@@ -103,6 +103,9 @@ fn summary(detail: &JobDetailData) -> Vec<Line<'static>> {
                 detail.dead_letters.len().to_string()
             },
         ),
+        field("stage", job.stage.to_string()),
+        field("run", job.run_number.to_string()),
+        field("checkpoint", or_dash(job.checkpoint.as_ref())),
     ]
 }
 

@@ -382,6 +382,7 @@ fn job_detail_shows_each_pane() {
         summary.contains("progress        render 3/4 (75%) smtp next"),
         "{summary}"
     );
+    assert!(summary.contains("stage           QUEUED"), "{summary}");
 
     press(&mut app, KeyCode::Char(']'));
     let history = render(&app);

@@ -466,14 +466,14 @@ impl<S> StepNotAJob<S> for Probe<S> {}
 
 marker!(
     #[diagnostic::on_unimplemented(
-        message = "a gate runs no job: `#[step(priority, max_attempts, timeout)]` apply to job steps only",
+        message = "a gate runs no job: `#[step(priority, max_attempts, timeout, continuation)]` apply to job steps only",
         label = "an option of the step's job",
         note = "remove the option, or make the step a `#[job]` payload"
     )]
     GateStepOption
 );
 
-/// `#[step(priority, max_attempts, timeout)]` on a gate.
+/// `#[step(priority, max_attempts, timeout, continuation)]` on a gate.
 pub trait StepOptionOnGate<T> {
     /// Fails to compile.
     fn check_step_option(&self)
@@ -486,14 +486,14 @@ impl<T> StepOptionOnGate<T> for &Probe<External<T>> {}
 
 marker!(
     #[diagnostic::on_unimplemented(
-        message = "`#[step(priority, max_attempts, timeout)]` do not apply to a fan-out: its children are jobs with their own definition values",
+        message = "`#[step(priority, max_attempts, timeout, continuation)]` do not apply to a fan-out: its children are jobs with their own definition values",
         label = "an option of a fan-out",
         note = "remove the option, and set the children's values on their `#[job(..)]`"
     )]
     FanOutStepOption
 );
 
-/// `#[step(priority, max_attempts, timeout)]` on a fan-out.
+/// `#[step(priority, max_attempts, timeout, continuation)]` on a fan-out.
 pub trait StepOptionOnFanOut<J> {
     /// Fails to compile.
     fn check_step_option(&self)
@@ -503,7 +503,7 @@ pub trait StepOptionOnFanOut<J> {
     }
 }
 impl<J> StepOptionOnFanOut<J> for &Probe<FanOut<J>> {}
-/// `#[step(priority, max_attempts, timeout)]` on anything else (a job step, or a type the
+/// `#[step(priority, max_attempts, timeout, continuation)]` on anything else (a job step, or a type the
 /// step check refuses).
 pub trait StepOptionOk {
     /// Passes.

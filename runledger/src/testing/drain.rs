@@ -102,6 +102,13 @@ pub enum DrainOutcome {
         /// How it failed.
         kind: JobFailureKind,
     },
+    /// It continued: the attempt closed as a success and the job's next run is scheduled.
+    Continued {
+        /// The run that starts next.
+        run_number: i32,
+        /// When it becomes claimable.
+        next_run_at: DateTime<Utc>,
+    },
     /// Its outcome could not be recorded (its lease was lost meanwhile).
     NotRecorded,
 }
@@ -124,6 +131,13 @@ impl From<PassedJob> for DrainedRun {
     fn from(passed: PassedJob) -> Self {
         let outcome = match passed.outcome {
             PassOutcome::Succeeded => DrainOutcome::Succeeded,
+            PassOutcome::Continued {
+                run_number,
+                next_run_at,
+            } => DrainOutcome::Continued {
+                run_number,
+                next_run_at,
+            },
             PassOutcome::Failed {
                 kind,
                 code,
@@ -167,6 +181,11 @@ impl DrainReport {
     /// Runs that succeeded.
     pub fn succeeded(&self) -> usize {
         self.count(|o| matches!(o, DrainOutcome::Succeeded))
+    }
+
+    /// Runs that continued their job (see [`Continuation`](crate::Continuation)).
+    pub fn continued(&self) -> usize {
+        self.count(|o| matches!(o, DrainOutcome::Continued { .. }))
     }
 
     /// Runs that failed and were scheduled for a retry.
@@ -303,7 +322,10 @@ pub async fn drain_worker(
         if let Some(until) = options.delayed_until {
             run_waiting_jobs_now(pool, until, &job_types).await?;
         }
-        let pass = worker.run_once().await?;
+        let pass = worker
+            .run_once()
+            .await
+            .map_err(crate::engine::runtime::WorkerError::into_persistence)?;
         if pass.claimed == 0 {
             return Ok(report);
         }

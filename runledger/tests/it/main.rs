@@ -5,6 +5,7 @@
 
 mod connection;
 mod context;
+mod continuation;
 mod errors;
 mod fan_out;
 mod handles;

@@ -61,6 +61,9 @@ pub struct JobContext {
     pub progress_sink: Option<JobProgressSink>,
     /// Adds steps to this step's own workflow run; set by the runtime for workflow steps.
     pub workflow_appender: Option<WorkflowAppender>,
+    /// The checkpoint the job's last continued run committed ([`JobContinuation::checkpoint`]);
+    /// `None` on a job's first run or when no run stored one.
+    pub checkpoint: Option<Value>,
 }
 
 impl JobContext {
@@ -89,6 +92,7 @@ impl JobContext {
             cancellation: CancellationToken::new(),
             progress_sink: None,
             workflow_appender: None,
+            checkpoint: None,
         }
     }
 
@@ -274,13 +278,15 @@ pub struct StepOutputError {
     pub message: String,
 }
 
-/// A successful result, optionally with a compact JSON output stored on the job.
+/// A successful result, optionally with a compact JSON output stored on the job and a final
+/// progress update.
 ///
 /// ```
-/// use runledger_engine::core::jobs::JobCompletion;
+/// use runledger_engine::core::jobs::{JobCompletion, JobProgressUpdate};
 ///
 /// assert!(JobCompletion::success().output.is_none());
-/// let done = JobCompletion::with_output(serde_json::json!({"sent": true}));
+/// let done = JobCompletion::with_output(serde_json::json!({"sent": true}))
+///     .progress(JobProgressUpdate::new().completed(10).total(10));
 /// assert_eq!(done.output.unwrap()["sent"], true);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -288,12 +294,19 @@ pub struct StepOutputError {
 pub struct JobCompletion {
     /// JSON stored in `job_queue.output` (and, for a workflow step, on the step).
     pub output: Option<Value>,
+    /// The final progress, stored with the success in the same statement (replacing the last
+    /// update); `None` keeps the last update the handler reported.
+    pub progress: Option<JobProgressUpdate>,
+    /// Set when the handler asks to run again instead of finishing (see [`JobContinuation`]).
+    /// A continuation carries no output: an output set beside it fails the attempt with
+    /// `job.continuation_with_output`.
+    pub continuation: Option<JobContinuation>,
 }
 
 impl JobCompletion {
     /// Success without output.
     pub fn success() -> Self {
-        Self { output: None }
+        Self::default()
     }
 
     /// Success with a JSON output. Keep it compact: store large artifacts elsewhere and return
@@ -301,7 +314,87 @@ impl JobCompletion {
     pub fn with_output(output: Value) -> Self {
         Self {
             output: Some(output),
+            ..Self::default()
         }
+    }
+
+    /// Ends the attempt as a success that runs the job again (see [`JobContinuation`]).
+    pub fn continuing(continuation: JobContinuation) -> Self {
+        Self {
+            continuation: Some(continuation),
+            ..Self::default()
+        }
+    }
+
+    /// Stores `progress` as the job's final progress with the success.
+    pub fn progress(mut self, progress: JobProgressUpdate) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+}
+
+/// Ends an attempt by running the same job again instead of finishing it: the attempt closes
+/// as a success, and the job row starts its next run (`run_number` + 1, a fresh attempt
+/// budget), now or after a delay, in the same statement. An optional checkpoint (any JSON) is
+/// handed to the next run's handler as [`JobContext::checkpoint`]; without one the previous
+/// checkpoint stays. A continuation never carries an output: only the run that finishes does.
+///
+/// A workflow step may continue only when it opted in
+/// (`WorkflowStepEnqueueBuilder::allow_continuation`); otherwise the attempt fails with
+/// `workflow.continuation_not_allowed`. A continued step stays open, so its dependents wait.
+///
+/// ```
+/// use std::time::Duration;
+/// use runledger_engine::core::jobs::{JobCompletion, JobContinuation, JobProgressUpdate};
+///
+/// let next = JobContinuation::after(Duration::from_secs(30))
+///     .checkpoint(serde_json::json!({"cursor": 200}))
+///     .progress(JobProgressUpdate::new().completed(200));
+/// let completion = JobCompletion::from(next);
+/// assert!(completion.output.is_none());
+/// assert_eq!(completion.continuation.unwrap().delay, Duration::from_secs(30));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct JobContinuation {
+    /// How long after this attempt the next run becomes claimable.
+    pub delay: Duration,
+    /// Stored on the job and handed to the next run; `None` keeps the previous checkpoint.
+    pub checkpoint: Option<Value>,
+    /// Stored as the job's progress; `None` keeps the last update.
+    pub progress: Option<JobProgressUpdate>,
+}
+
+impl JobContinuation {
+    /// The next run is claimable at once.
+    pub fn now() -> Self {
+        Self::default()
+    }
+
+    /// The next run is claimable after `delay`.
+    pub fn after(delay: Duration) -> Self {
+        Self {
+            delay,
+            ..Self::default()
+        }
+    }
+
+    /// Commits `checkpoint` for the next run.
+    pub fn checkpoint(mut self, checkpoint: Value) -> Self {
+        self.checkpoint = Some(checkpoint);
+        self
+    }
+
+    /// Stores `progress` with the continuation.
+    pub fn progress(mut self, progress: JobProgressUpdate) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+}
+
+impl From<JobContinuation> for JobCompletion {
+    fn from(continuation: JobContinuation) -> Self {
+        Self::continuing(continuation)
     }
 }
 

@@ -12,9 +12,9 @@ mod workflow;
 
 pub use definition::JobDefaults;
 pub use handler::{
-    JobCompletion, JobContext, JobContextError, JobFailure, JobHandler, JobProgressSink,
-    JobProgressUpdate, JobProgressWriter, StepOutputError, StepOutputReader, StepOutputs,
-    WorkflowAppender, WorkflowStepAppender,
+    JobCompletion, JobContext, JobContextError, JobContinuation, JobFailure, JobHandler,
+    JobProgressSink, JobProgressUpdate, JobProgressWriter, StepOutputError, StepOutputReader,
+    StepOutputs, WorkflowAppender, WorkflowStepAppender,
 };
 pub use identifiers::{
     IdentifierError, JobType, MAX_IDENTIFIER_CHARS, NAME_CHARACTERS, NameError, StepKey,
@@ -27,8 +27,8 @@ pub use retention::{
     MIN_RETENTION, Retention,
 };
 pub use status::{
-    JobAttemptOutcome, JobEventType, JobFailureKind, JobIntentStatus, JobLogLevel, JobStatus,
-    UnknownStatus, WorkflowRunStatus, WorkflowStepStatus,
+    JobAttemptOutcome, JobEventType, JobFailureKind, JobIntentStatus, JobLogLevel, JobStage,
+    JobStatus, UnknownStatus, WorkflowRunStatus, WorkflowStepStatus,
 };
 pub use workflow::{
     WorkflowDagBuilder, WorkflowDependencyCondition, WorkflowRunEnqueue, WorkflowRunEnqueueBuilder,

@@ -79,6 +79,36 @@ status_enum!(
     }
 );
 
+status_enum!(
+    /// Where a job is within its status (`job_queue.stage`, derived from the row, so it never
+    /// disagrees with the status): waiting for its first attempt or for a retry, leased with
+    /// its handler not yet started or running, and the three ends. A succeeded job is always
+    /// `Completed`.
+    ///
+    /// ```
+    /// use runledger_engine::core::jobs::JobStage;
+    ///
+    /// assert_eq!("RUNNING".parse::<JobStage>().unwrap(), JobStage::Running);
+    /// assert_eq!(JobStage::Completed.as_str(), "COMPLETED");
+    /// ```
+    JobStage, "job stage" {
+        /// Pending, no attempt of its current run made yet.
+        Queued => "QUEUED",
+        /// Pending after a failed attempt, waiting for its retry.
+        RetryScheduled => "RETRY_SCHEDULED",
+        /// Claimed; its handler has not started yet.
+        Leased => "LEASED",
+        /// Its handler is running.
+        Running => "RUNNING",
+        /// Succeeded.
+        Completed => "COMPLETED",
+        /// Dead-lettered.
+        DeadLettered => "DEAD_LETTERED",
+        /// Canceled.
+        Canceled => "CANCELED",
+    }
+);
+
 impl JobStatus {
     /// Whether the job will not run again unless requeued.
     pub const fn is_terminal(self) -> bool {
@@ -126,6 +156,8 @@ status_enum!(
         Timeout => "TIMEOUT",
         /// The worker stopped renewing its lease (crash, partition) and the reaper took it back.
         LeaseExpired => "LEASE_EXPIRED",
+        /// A handler continued the job: its next run was scheduled.
+        Continued => "CONTINUED",
     }
 );
 

@@ -116,6 +116,8 @@ pub struct ClaimedJob {
     pub workflow_step_id: Option<WorkflowStepId>,
     /// The workflow step's key, when the job is a workflow step.
     pub workflow_step_key: Option<String>,
+    /// The checkpoint the job's last continued run committed.
+    pub checkpoint: Option<Value>,
 }
 
 impl ClaimedJob {
@@ -145,6 +147,7 @@ impl ClaimedJob {
         context
             .workflow_step_key
             .clone_from(&self.workflow_step_key);
+        context.checkpoint.clone_from(&self.checkpoint);
         context
     }
 }
@@ -247,7 +250,7 @@ pub async fn claim_jobs<'e>(
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.priority, q.attempt,
                       q.attempt_floor, q.max_attempts, q.timeout_seconds, q.worker_id,
                       q.lease_expires_at, q.next_run_at, q.workflow_run_id, q.workflow_step_id,
-                      q.workflow_step_key
+                      q.workflow_step_key, q.checkpoint
         )
         SELECT id AS "id: JobId",
                job_type,
@@ -262,7 +265,8 @@ pub async fn claim_jobs<'e>(
                lease_expires_at AS "lease_expires_at!",
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",
-               workflow_step_key
+               workflow_step_key,
+               checkpoint
         FROM leased
         ORDER BY priority DESC, next_run_at, id
         "#,
@@ -277,27 +281,47 @@ pub async fn claim_jobs<'e>(
     Ok(rows)
 }
 
-/// Records that the handler of this lease started executing (the job's `started_at`).
-/// Fails with `job.lease_owner_mismatch` when the lease is no longer current.
+/// Records that the handler of this lease started executing (the job's `started_at`; its
+/// stage becomes `RUNNING`). Fails with `job.lease_owner_mismatch` when the lease is no longer
+/// current.
 pub async fn mark_job_running<'e>(
     executor: impl PgExecutor<'e>,
     lease: &JobLease<'_>,
 ) -> Result<()> {
-    let updated = sqlx::query_scalar!(
+    let marked =
+        mark_jobs_running(executor, lease.worker_id, &[(lease.job_id, lease.attempt)]).await?;
+    fenced(!marked.is_empty(), lease)
+}
+
+/// Records in one statement that the handlers of these leases of `worker_id` started (each
+/// job's `started_at`, kept if already set; stage `RUNNING`). Returns the jobs whose lease
+/// still held; the runtime calls it once per claimed batch, before the handlers start.
+pub async fn mark_jobs_running<'e>(
+    executor: impl PgExecutor<'e>,
+    worker_id: &str,
+    leases: &[(JobId, i32)],
+) -> Result<Vec<JobId>> {
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = leases.iter().map(|(id, _)| id.0).collect();
+    let attempts: Vec<i32> = leases.iter().map(|(_, attempt)| *attempt).collect();
+    let marked = sqlx::query_scalar!(
         r#"
-        UPDATE runledger.job_queue
-        SET started_at = coalesce(started_at, now())
-        WHERE id = $1 AND attempt = $2 AND worker_id = $3
-          AND leased_at IS NOT NULL AND lease_expires_at > now()
-        RETURNING id
+        UPDATE runledger.job_queue q
+        SET started_at = coalesce(q.started_at, now())
+        FROM unnest($1::uuid[], $2::int4[]) AS m(id, attempt)
+        WHERE q.id = m.id AND q.attempt = m.attempt AND q.worker_id = $3
+          AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
+        RETURNING q.id AS "id!: JobId"
         "#,
-        lease.job_id.0,
-        lease.attempt,
-        lease.worker_id,
+        &ids,
+        &attempts,
+        worker_id,
     )
-    .fetch_optional(executor)
+    .fetch_all(executor)
     .await?;
-    fenced(updated.is_some(), lease)
+    Ok(marked)
 }
 
 /// Extends every listed lease of `worker_id` in one statement and returns the jobs whose lease
@@ -365,8 +389,7 @@ pub async fn update_job_progress<'e>(
     lease: &JobLease<'_>,
     progress: &JobProgressUpdate,
 ) -> Result<()> {
-    let progress = serde_json::to_value(progress).map_err(Error::corrupt)?;
-    check_json_field(&progress, "job.invalid_progress", "the progress update")?;
+    let progress = progress_json(progress)?;
     let updated = sqlx::query_scalar!(
         r#"
         UPDATE runledger.job_queue
@@ -394,9 +417,11 @@ pub struct JobSuccess {
     pub attempt: i32,
     /// The handler's output, if any.
     pub output: Option<Value>,
+    /// The handler's final progress, replacing the stored one; `None` keeps the last update.
+    pub progress: Option<JobProgressUpdate>,
 }
 
-/// Marks one leased job `SUCCEEDED` with an optional output.
+/// Marks one leased job `SUCCEEDED` (stage `COMPLETED`) with an optional output.
 /// Fails with `job.lease_owner_mismatch`, changing nothing, when the lease is not current.
 pub async fn complete_job_success<'e>(
     executor: impl PgExecutor<'e>,
@@ -407,6 +432,7 @@ pub async fn complete_job_success<'e>(
         job_id: lease.job_id,
         attempt: lease.attempt,
         output: output.cloned(),
+        progress: None,
     };
     let completed = complete_jobs_success(executor, lease.worker_id, &[success]).await?;
     fenced(!completed.is_empty(), lease)
@@ -424,20 +450,30 @@ pub async fn complete_jobs_success<'e>(
         return Ok(Vec::new());
     }
     crate::postgres::refresh_tcp_nodelay();
-    let ids: Vec<Uuid> = successes.iter().map(|s| s.job_id.0).collect();
-    let attempts: Vec<i32> = successes.iter().map(|s| s.attempt).collect();
-    let outputs: Vec<Option<Value>> = successes.iter().map(|s| s.output.clone()).collect();
+    // Rows are locked in id order, the order a workflow cancellation locks its run's jobs in,
+    // so a batch holding two jobs of a run being canceled waits for it instead of deadlocking.
+    let mut ordered: Vec<&JobSuccess> = successes.iter().collect();
+    ordered.sort_unstable_by_key(|s| s.job_id.0);
+    let ids: Vec<Uuid> = ordered.iter().map(|s| s.job_id.0).collect();
+    let attempts: Vec<i32> = ordered.iter().map(|s| s.attempt).collect();
+    let outputs: Vec<Option<Value>> = ordered.iter().map(|s| s.output.clone()).collect();
+    let progress: Vec<Option<Value>> = ordered
+        .iter()
+        .map(|s| s.progress.as_ref().map(progress_json).transpose())
+        .collect::<Result<_>>()?;
     let completed = sqlx::query_scalar!(
         r#"
         WITH done AS (
             UPDATE runledger.job_queue q
             SET status = 'SUCCEEDED',
                 output = s.output,
+                progress = coalesce(s.progress, q.progress),
                 worker_id = NULL,
                 lease_expires_at = NULL,
                 finished_at = now(),
                 updated_at = now()
-            FROM unnest($1::uuid[], $2::int4[], $3::jsonb[]) AS s(id, attempt, output)
+            FROM unnest($1::uuid[], $2::int4[], $3::jsonb[], $5::jsonb[])
+                 AS s(id, attempt, output, progress)
             WHERE q.id = s.id AND q.attempt = s.attempt AND q.worker_id = $4
               AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
             RETURNING q.id, q.attempt, q.leased_at, q.started_at
@@ -452,6 +488,7 @@ pub async fn complete_jobs_success<'e>(
         &attempts,
         &outputs as &[Option<Value>],
         worker_id,
+        &progress as &[Option<Value>],
     )
     .fetch_all(executor)
     .await?;
@@ -592,6 +629,14 @@ pub async fn complete_job_failure<'e>(
             next_run_at: row.next_run_at,
         }),
     }
+}
+
+/// A progress update as stored; one containing a NUL character is refused with
+/// `job.invalid_progress`.
+pub(super) fn progress_json(progress: &JobProgressUpdate) -> Result<Value> {
+    let progress = serde_json::to_value(progress).map_err(Error::corrupt)?;
+    check_json_field(&progress, "job.invalid_progress", "the progress update")?;
+    Ok(progress)
 }
 
 fn fenced(ok: bool, lease: &JobLease<'_>) -> Result<()> {

@@ -35,6 +35,8 @@ pub struct JobMetrics {
     pub p95_duration_ms: Option<f64>,
     /// Attempts whose handler panicked in the last 24 hours (each also dead-letters its job).
     pub panicked_24h: i64,
+    /// Continuations of the last 24 hours (attempts that scheduled their job's next run).
+    pub continued_24h: i64,
 }
 
 /// Reads [`JobMetrics`] for every job definition, by job type; for one organization's jobs
@@ -63,7 +65,7 @@ pub async fn get_job_metrics<'e>(
                pending_ready AS "pending_ready!", oldest_ready_at, leased AS "leased!",
                stale_leases AS "stale_leases!", succeeded_24h AS "succeeded_24h!",
                dead_lettered_24h AS "dead_lettered_24h!", p50_duration_ms, p95_duration_ms,
-               panicked_24h AS "panicked_24h!"
+               panicked_24h AS "panicked_24h!", continued_24h AS "continued_24h!"
         FROM runledger.job_metrics($1)
         ORDER BY job_type
         "#,

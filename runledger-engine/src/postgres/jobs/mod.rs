@@ -4,6 +4,7 @@
 
 mod activity;
 mod admin;
+mod continuation;
 mod definitions;
 mod detail;
 mod enqueue;
@@ -26,6 +27,9 @@ pub use admin::{
     JobRequeueExpectation, JobRequeueOutcome, ReapedLease, cancel_job, reap_expired_leases,
     requeue_job, requeue_job_if, run_waiting_jobs_now,
 };
+pub use continuation::{
+    JobContinuationOutcome, JobContinued, MAX_CONTINUATION_DELAY, continue_jobs,
+};
 pub use definitions::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_BASE_DELAY_MS, DEFAULT_RETRY_MAX_DELAY_MS,
     DEFAULT_TIMEOUT_SECONDS, JobDefinition, JobDefinitionUpsert, MAX_RETRY_DELAY_MS,
@@ -42,7 +46,7 @@ pub use intents::{
 pub use lease::{
     ClaimRequest, ClaimedJob, JobFailureDisposition, JobLease, JobSuccess, MAX_ERROR_MESSAGE_CHARS,
     claim_jobs, complete_job_failure, complete_job_success, complete_jobs_success, heartbeat_job,
-    heartbeat_jobs, mark_job_running, update_job_progress,
+    heartbeat_jobs, mark_job_running, mark_jobs_running, update_job_progress,
 };
 pub use reads::{
     DeadLetterListFilter, JobAttempt, JobDeadLetter, JobEvent, JobListFilter, JobPage, JobRecord,

@@ -6,7 +6,7 @@ use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use crate::core::jobs::{
-    JobAttemptOutcome, JobEventType, JobFailureKind, JobId, JobStatus, WorkflowRunId,
+    JobAttemptOutcome, JobEventType, JobFailureKind, JobId, JobStage, JobStatus, WorkflowRunId,
     WorkflowStepId,
 };
 use crate::postgres::error::Result;
@@ -27,6 +27,8 @@ pub struct JobRecord {
     pub organization_id: Option<Uuid>,
     /// Current status.
     pub status: JobStatus,
+    /// Where the job is within its status (derived from the row; `Completed` once succeeded).
+    pub stage: JobStage,
     /// The payload.
     pub payload: Value,
     /// Priority (higher runs first).
@@ -58,6 +60,8 @@ pub struct JobRecord {
     pub progress: Option<Value>,
     /// The handler's output, once succeeded.
     pub output: Option<Value>,
+    /// The checkpoint the last continued run committed (handed to the next run).
+    pub checkpoint: Option<Value>,
     /// Code of the last failure.
     pub last_error_code: Option<String>,
     /// Message of the last failure.
@@ -102,12 +106,14 @@ pub async fn get_job_by_id<'e>(
         JobRecord,
         r#"
         SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
+               stage AS "stage: JobStage",
                runledger.readable_json(payload, 'job.payload_too_deep') AS "payload!",
                priority, attempt, attempt - attempt_floor AS "attempts_used!",
                max_attempts, run_number, timeout_seconds, next_run_at, worker_id, lease_expires_at,
                leased_at, started_at, idempotency_key,
                runledger.readable_json(progress, 'job.invalid_progress') AS progress,
                runledger.readable_json(output, 'job.output_invalid') AS output,
+               runledger.readable_json(checkpoint, 'job.invalid_checkpoint') AS checkpoint,
                last_error_code, last_error_message,
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",
@@ -274,12 +280,14 @@ pub async fn list_jobs<'e>(
         JobRecord,
         r#"
         SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
+               stage AS "stage: JobStage",
                runledger.readable_json(payload, 'job.payload_too_deep') AS "payload!",
                priority, attempt, attempt - attempt_floor AS "attempts_used!",
                max_attempts, run_number, timeout_seconds, next_run_at, worker_id, lease_expires_at,
                leased_at, started_at, idempotency_key,
                runledger.readable_json(progress, 'job.invalid_progress') AS progress,
                runledger.readable_json(output, 'job.output_invalid') AS output,
+               runledger.readable_json(checkpoint, 'job.invalid_checkpoint') AS checkpoint,
                last_error_code, last_error_message,
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",

@@ -185,6 +185,7 @@ async fn insert_steps(
     let attempts: Vec<Option<i32>> = steps.iter().map(|s| s.max_attempts).collect();
     let timeouts: Vec<Option<i32>> = steps.iter().map(|s| s.timeout_seconds).collect();
     let stages: Vec<Option<&str>> = steps.iter().map(|s| s.stage.as_deref()).collect();
+    let continuations: Vec<bool> = steps.iter().map(|s| s.allow_continuation).collect();
     let orgs: Vec<Option<Uuid>> = steps.iter().map(|s| s.organization_id).collect();
     let metadata: Vec<Value> = steps.iter().map(|s| s.metadata.as_ref().clone()).collect();
     let deps: Vec<i32> = steps
@@ -195,16 +196,17 @@ async fn insert_steps(
         r#"
         INSERT INTO runledger.workflow_steps (
             id, workflow_run_id, step_key, step_kind, job_type, payload, priority, max_attempts,
-            timeout_seconds, stage, organization_id, metadata, deps_total, deps_pending
+            timeout_seconds, stage, organization_id, metadata, deps_total, deps_pending,
+            continuation_allowed
         )
         SELECT s.id, $1, s.step_key, s.step_kind, s.job_type, s.payload, s.priority,
                s.max_attempts, s.timeout_seconds, s.stage, s.organization_id, s.metadata,
-               s.deps, s.deps
+               s.deps, s.deps, s.continuation_allowed
         FROM unnest(
             $2::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::int4[], $8::int4[],
-            $9::int4[], $10::text[], $11::uuid[], $12::jsonb[], $13::int4[]
+            $9::int4[], $10::text[], $11::uuid[], $12::jsonb[], $13::int4[], $14::bool[]
         ) AS s(id, step_key, step_kind, job_type, payload, priority, max_attempts,
-               timeout_seconds, stage, organization_id, metadata, deps)
+               timeout_seconds, stage, organization_id, metadata, deps, continuation_allowed)
         "#,
         run_id,
         &step_ids,
@@ -219,6 +221,7 @@ async fn insert_steps(
         &orgs as &[Option<Uuid>],
         &metadata,
         &deps,
+        &continuations,
     )
     .execute(&mut *conn)
     .await?;
@@ -312,7 +315,9 @@ pub enum WorkflowAppendOutcome {
 /// Adds steps to a run that is still running or waiting on a gate, in one transaction.
 /// The mutation key makes it idempotent: an identical retry returns
 /// [`WorkflowAppendOutcome::AlreadyApplied`], a different request under the same key
-/// `workflow.append_conflicting_retry`. A finished run gives `workflow.append_run_finished`; a
+/// `workflow.append_conflicting_retry`. While a cancellation of the run is in flight (it holds
+/// the run's release lock) the append fails at once with `workflow.release_conflict`; retry it
+/// once the cancellation is over. A finished run gives `workflow.append_run_finished`; a
 /// step of another organization than the run's, `workflow.step_organization_mismatch`; a
 /// REPEATABLE READ or SERIALIZABLE transaction, `validation.isolation_level_unsupported`.
 pub async fn append_workflow_steps<'c, A>(
@@ -331,11 +336,23 @@ where
     let run_id = append.workflow_run_id;
     let mut conn = acquire.acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let level =
-        sqlx::query_scalar!(r#"SELECT current_setting('transaction_isolation') AS "level!""#)
-            .fetch_one(&mut *tx)
-            .await?;
-    Error::require_read_committed(&level)?;
+    let guard = sqlx::query!(
+        r#"
+        SELECT current_setting('transaction_isolation') AS "level!",
+               CASE WHEN current_setting('transaction_isolation') IN ('read committed', 'read uncommitted')
+                    THEN runledger.workflow_try_release_lock($1) END AS free
+        "#,
+        run_id.0,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    Error::require_read_committed(&guard.level)?;
+    if guard.free == Some(false) {
+        return Err(Error::WorkflowConflict {
+            code: "workflow.release_conflict",
+            subject: key.to_owned(),
+        });
+    }
     let run = sqlx::query!(
         r#"
         SELECT status AS "status: WorkflowRunStatus", organization_id
@@ -522,7 +539,8 @@ pub enum ExternalStepCompletion {
 /// Completes an external step (an approval gate or a callback) and drives the run forward.
 /// An identical retry is idempotent; a retry with other status, reason or error fields gives
 /// `workflow.external_step_conflicting_completion_retry`, one with other output
-/// `workflow.external_step_conflicting_output_retry`. Inside a REPEATABLE READ or SERIALIZABLE
+/// `workflow.external_step_conflicting_output_retry`. While a cancellation of the run is in
+/// flight it fails at once with `workflow.release_conflict`. Inside a REPEATABLE READ or SERIALIZABLE
 /// transaction it fails with `validation.isolation_level_unsupported`.
 pub async fn complete_external_workflow_step<'e>(
     executor: impl PgExecutor<'e>,
@@ -564,7 +582,9 @@ pub async fn complete_external_workflow_step<'e>(
         r#"
         SELECT current_setting('transaction_isolation') AS "level!",
                CASE WHEN current_setting('transaction_isolation') IN ('read committed', 'read uncommitted')
-                    THEN runledger.workflow_complete_external($1, true, $2, $3, $4, $5, $6, $7, $8)
+                    THEN CASE WHEN runledger.workflow_try_release_lock($1)
+                              THEN runledger.workflow_complete_external($1, true, $2, $3, $4, $5, $6, $7, $8)
+                              ELSE 'release_conflict' END
                END AS outcome
         "#,
         input.workflow_run_id.0,
@@ -594,6 +614,10 @@ pub async fn complete_external_workflow_step<'e>(
             subject: step_key(),
         }),
         "run_not_found" => Err(Error::WorkflowRunNotFound { run_id }),
+        "release_conflict" => Err(Error::WorkflowConflict {
+            code: "workflow.release_conflict",
+            subject: step_key(),
+        }),
         "run_canceled" => Err(Error::WorkflowConflict {
             code: "workflow.run_canceled",
             subject: step_key(),

@@ -73,18 +73,52 @@ impl Inner {
             flushes.spawn(
                 tasks.cancellable(
                     async move {
-                        let (successes, failures): (Vec<_>, Vec<_>) =
-                            batch.into_iter().partition(|done| done.outcome.is_ok());
-                        inner.persist_successes(successes, &hard_stop).await;
-                        for failure in failures {
-                            inner.persist_failure(failure, &hard_stop).await;
-                        }
+                        inner.persist_batch(batch, &hard_stop).await;
                     }
                     .in_current_span(),
                 ),
             );
         }
         while flushes.join_next().await.is_some() {}
+    }
+
+    /// Commits a batch of outcomes: successes in one statement, continuations in another (only
+    /// when the batch has any), failures one by one. Returns each job with what was recorded.
+    pub(super) async fn persist_batch(
+        &self,
+        batch: Vec<Finished>,
+        hard_stop: &CancellationToken,
+    ) -> Vec<PassedJob> {
+        let (continued, rest): (Vec<_>, Vec<_>) = batch.into_iter().partition(Finished::continues);
+        let (successes, failures): (Vec<_>, Vec<_>) =
+            rest.into_iter().partition(|done| done.outcome.is_ok());
+        let mut passed = self.persist_successes(successes, hard_stop).await;
+        let (continued, refused) = self.refuse_unstorable(continued, hard_stop).await;
+        passed.extend(refused);
+        passed.extend(self.persist_continuations(continued, hard_stop).await);
+        for failure in failures {
+            passed.push(self.persist_failure(failure, hard_stop).await);
+        }
+        passed
+    }
+
+    /// Fails the jobs whose outcome cannot be stored; returns the others and the failed ones.
+    async fn refuse_unstorable(
+        &self,
+        batch: Vec<Finished>,
+        hard_stop: &CancellationToken,
+    ) -> (Vec<Finished>, Vec<PassedJob>) {
+        let mut storable = Vec::with_capacity(batch.len());
+        let mut refused = Vec::new();
+        for done in batch {
+            match unstorable_output(&done) {
+                None => storable.push(done),
+                Some(failure) => {
+                    refused.push(self.persist_failure(done.failed(failure), hard_stop).await);
+                }
+            }
+        }
+        (storable, refused)
     }
 
     /// Commits a batch of successes in one statement. Outputs that cannot be stored fail their
@@ -95,16 +129,7 @@ impl Inner {
         batch: Vec<Finished>,
         hard_stop: &CancellationToken,
     ) -> Vec<PassedJob> {
-        let mut persisted = Vec::with_capacity(batch.len());
-        let mut storable = Vec::with_capacity(batch.len());
-        for done in batch {
-            match unstorable_output(&done) {
-                None => storable.push(done),
-                Some(failure) => {
-                    persisted.push(self.persist_failure(done.failed(failure), hard_stop).await);
-                }
-            }
-        }
+        let (storable, mut persisted) = self.refuse_unstorable(batch, hard_stop).await;
         if storable.is_empty() {
             return persisted;
         }
@@ -184,10 +209,14 @@ impl Inner {
     ) -> (Written, bool) {
         let rows: Vec<JobSuccess> = batch
             .iter()
-            .map(|done| JobSuccess {
-                job_id: done.job.job_id,
-                attempt: done.job.attempt,
-                output: done.outcome.as_ref().ok().and_then(|c| c.output.clone()),
+            .map(|done| {
+                let completion = done.outcome.as_ref().ok();
+                JobSuccess {
+                    job_id: done.job.job_id,
+                    attempt: done.job.attempt,
+                    output: completion.and_then(|c| c.output.clone()),
+                    progress: completion.and_then(|c| c.progress.clone()),
+                }
             })
             .collect();
         let mut backoff = Backoff::default();
@@ -234,7 +263,7 @@ impl Inner {
         passed
     }
 
-    fn report_not_recorded(
+    pub(super) fn report_not_recorded(
         &self,
         done: Finished,
         code: &str,
@@ -331,8 +360,15 @@ impl Inner {
 }
 
 impl Finished {
+    /// Whether the handler asked to continue the job.
+    fn continues(&self) -> bool {
+        self.outcome
+            .as_ref()
+            .is_ok_and(|completion| completion.continuation.is_some())
+    }
+
     /// The same attempt, ended with `failure` instead.
-    fn failed(self, failure: JobFailure) -> Self {
+    pub(super) fn failed(self, failure: JobFailure) -> Self {
         Self {
             outcome: Err(failure),
             ..self
@@ -340,10 +376,46 @@ impl Finished {
     }
 }
 
-/// The failure replacing a success whose output PostgreSQL could not store or a worker could
-/// not decode again, if so.
+/// The failure replacing a success whose output (or final progress, or checkpoint) PostgreSQL
+/// could not store or a worker could not decode again, if so; and that replacing a
+/// continuation that carries an output.
 fn unstorable_output(done: &Finished) -> Option<JobFailure> {
-    let output = done.outcome.as_ref().ok()?.output.as_ref()?;
+    let completion = done.outcome.as_ref().ok()?;
+    if let Some(continuation) = &completion.continuation {
+        if completion.output.is_some() {
+            return Some(JobFailure::terminal(
+                "job.continuation_with_output",
+                "a continuation carries no output; only the run that finishes returns one",
+            ));
+        }
+        if let Some(problem) = continuation
+            .checkpoint
+            .as_ref()
+            .and_then(|checkpoint| check_json(checkpoint).err())
+        {
+            return Some(JobFailure::terminal(
+                "job.invalid_checkpoint",
+                format!("the handler's checkpoint {problem}"),
+            ));
+        }
+    }
+    let progress = completion.progress.as_ref().or(completion
+        .continuation
+        .as_ref()
+        .and_then(|c| c.progress.as_ref()));
+    if let Some(progress) = progress {
+        let refused = serde_json::to_value(progress)
+            .map_err(|e| e.to_string())
+            .and_then(|value| check_json(&value).map_err(|e| e.to_string()));
+        if let Err(problem) = refused {
+            tracing::warn!(job.id = %done.job.job_id, %problem, "the handler's final progress cannot be stored; failing the job");
+            return Some(JobFailure::terminal(
+                "job.invalid_progress",
+                format!("the handler's final progress {problem}"),
+            ));
+        }
+    }
+    let output = completion.output.as_ref()?;
     let problem = check_json(output).err()?;
     tracing::warn!(job.id = %done.job.job_id, %problem, "the handler's output cannot be stored; failing the job");
     Some(JobFailure::terminal(
@@ -356,7 +428,7 @@ fn unstorable_output(done: &Finished) -> Option<JobFailure> {
 /// the database could not be reached or dropped the connection (SQLSTATE class 08, and class
 /// 57 as a restarting server sends it), or a deadlock or serialization failure (class 40).
 /// Worth retrying while the lease holds.
-fn is_transient(err: &Error) -> bool {
+pub(super) fn is_transient(err: &Error) -> bool {
     let Error::Query(query) = err else {
         return false;
     };

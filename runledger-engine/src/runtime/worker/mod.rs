@@ -9,6 +9,7 @@
 
 mod claim;
 mod completer;
+mod continuer;
 mod execute;
 mod heartbeat;
 mod listener;
@@ -23,9 +24,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::core::jobs::{JobCompletion, JobFailure, JobFailureKind, JobId};
-use crate::postgres::jobs::{ClaimRequest, ClaimedJob, JobFailureDisposition, claim_jobs};
+use crate::postgres::jobs::{
+    ClaimRequest, ClaimedJob, JobFailureDisposition, claim_jobs, mark_jobs_running,
+};
 use crate::runtime::config::{JobsConfig, JobsConfigError, check_pool_size, warn_if_pool_small};
-use crate::runtime::error::RuntimeLoopExit;
+use crate::runtime::error::{RuntimeLoopExit, WorkerError};
 use crate::runtime::job_logs::LogBuffer;
 use crate::runtime::observer::{JobLifecycleObservers, ObservedJob};
 use crate::runtime::registry::JobRegistry;
@@ -156,6 +159,9 @@ pub struct WorkerPass {
     pub claimed: usize,
     /// Successes committed.
     pub succeeded: usize,
+    /// Continuations committed (attempts that closed as a success and scheduled the job's
+    /// next run).
+    pub continued: usize,
     /// Failures committed (a success whose output could not be stored counts here).
     pub failed: usize,
     /// Outcomes that could not be committed (lease lost).
@@ -180,6 +186,13 @@ pub struct PassedJob {
 pub enum PassOutcome {
     /// The success (and output) was committed.
     Succeeded,
+    /// The attempt closed as a success and the job's next run was scheduled.
+    Continued {
+        /// The run that starts next.
+        run_number: i32,
+        /// When it becomes claimable.
+        next_run_at: chrono::DateTime<chrono::Utc>,
+    },
     /// The failure was committed: retried later or dead-lettered, as `disposition` says.
     Failed {
         /// How it failed.
@@ -262,8 +275,10 @@ impl Worker {
     }
 
     /// Claims one batch (up to the concurrency limit), runs every job to its end and persists
-    /// the outcomes. For tests and step-by-step drivers.
-    pub async fn run_once(&self) -> Result<WorkerPass, crate::postgres::Error> {
+    /// the outcomes. For tests and step-by-step drivers. A claim the database refuses fails
+    /// the pass with [`WorkerError::Persistence`]; outcomes that cannot be written are
+    /// reported per job instead.
+    pub async fn run_once(&self) -> Result<WorkerPass, WorkerError> {
         let inner = &self.inner;
         let limit = inner
             .config
@@ -271,6 +286,7 @@ impl Worker {
             .min(inner.config.max_concurrency);
         let claimed = claim_jobs(&inner.pool, &inner.claim_request(i64::from(limit))).await?;
         let order: Vec<JobId> = claimed.iter().map(|job| job.id).collect();
+        inner.mark_running(&claimed).await;
         let tree = TaskTree::new();
         let never = tree.spawner().child_token();
         let runs: Vec<_> = claimed
@@ -299,12 +315,7 @@ impl Worker {
             }
         }
         inner.logs.flush(&inner.pool).await;
-        let (successes, failures): (Vec<_>, Vec<_>) =
-            finished.into_iter().partition(|done| done.outcome.is_ok());
-        passed.extend(inner.persist_successes(successes, &never).await);
-        for failure in failures {
-            passed.push(inner.persist_failure(failure, &never).await);
-        }
+        passed.extend(inner.persist_batch(finished, &never).await);
         passed.sort_by_key(|done| order.iter().position(|id| *id == done.job.job_id));
         let count = |wanted: fn(&PassOutcome) -> bool| {
             passed.iter().filter(|done| wanted(&done.outcome)).count()
@@ -312,6 +323,7 @@ impl Worker {
         Ok(WorkerPass {
             claimed: order.len(),
             succeeded: count(|o| matches!(o, PassOutcome::Succeeded)),
+            continued: count(|o| matches!(o, PassOutcome::Continued { .. })),
             failed: count(|o| matches!(o, PassOutcome::Failed { .. })),
             persist_failed: count(|o| matches!(o, PassOutcome::NotRecorded)),
             jobs: passed,
@@ -469,6 +481,15 @@ pub async fn run_worker_loop(
 }
 
 impl Inner {
+    /// Marks a claimed batch running (one statement) just before its handlers start. A failure
+    /// costs the handlers nothing: they run, and only `started_at` stays unset.
+    async fn mark_running(&self, claimed: &[ClaimedJob]) {
+        let leases: Vec<(JobId, i32)> = claimed.iter().map(|job| (job.id, job.attempt)).collect();
+        if let Err(err) = mark_jobs_running(&self.pool, &self.config.worker_id, &leases).await {
+            tracing::warn!(code = err.code(), error = %err.internal_message(), jobs = leases.len(), "marking a batch running failed");
+        }
+    }
+
     fn claim_request(&self, limit: i64) -> ClaimRequest<'_> {
         let request = ClaimRequest::new(&self.config.worker_id, limit, self.config.lease_ttl)
             .job_types(&self.job_types);

@@ -343,6 +343,14 @@ impl<'a> WorkflowStepEnqueueBuilder<'a> {
         self
     }
 
+    /// Lets the step's job end attempts with a continuation (`JobContinuation`): the step
+    /// stays open, and its dependents wait, until a run of the job finishes. Without it a
+    /// continuation fails the attempt with `workflow.continuation_not_allowed`.
+    pub fn allow_continuation(mut self) -> Self {
+        self.step.allow_continuation = true;
+        self
+    }
+
     /// Runs the step's job under this organization instead of the run's.
     pub fn organization_id(mut self, organization_id: Uuid) -> Self {
         self.step.organization_id = Some(organization_id);

@@ -84,6 +84,9 @@ pub struct WorkflowStepEnqueue<'a> {
     pub metadata: Cow<'a, Value>,
     /// Prerequisites.
     pub dependencies: Vec<WorkflowStepDependency<'a>>,
+    /// Whether the step's job may end an attempt with a continuation (job steps only); see
+    /// `JobContinuation`. A continued step stays open and releases none of its dependents.
+    pub allow_continuation: bool,
 }
 
 impl<'a> WorkflowStepEnqueue<'a> {
@@ -98,6 +101,7 @@ impl<'a> WorkflowStepEnqueue<'a> {
             max_attempts: None,
             timeout_seconds: None,
             stage: None,
+            allow_continuation: false,
             organization_id: None,
             metadata: Cow::Owned(json!({})),
             dependencies: Vec::new(),
@@ -115,6 +119,7 @@ impl<'a> WorkflowStepEnqueue<'a> {
             max_attempts: None,
             timeout_seconds: None,
             stage: None,
+            allow_continuation: false,
             organization_id: None,
             metadata: Cow::Owned(json!({})),
             dependencies: Vec::new(),
@@ -431,7 +436,7 @@ pub fn canonical_steps(steps: &[WorkflowStepEnqueue<'_>]) -> Value {
                 .map(|d| (d.prerequisite.as_str(), d.condition.as_str()))
                 .collect();
             dependencies.sort_unstable();
-            json!({
+            let mut canonical = json!({
                 "step_key": step.step_key.as_str(),
                 "kind": step.kind.as_str(),
                 "job_type": step.job_type.as_ref().map(JobType::as_str),
@@ -443,7 +448,12 @@ pub fn canonical_steps(steps: &[WorkflowStepEnqueue<'_>]) -> Value {
                 "organization_id": step.organization_id,
                 "metadata": step.metadata.as_ref(),
                 "dependencies": dependencies,
-            })
+            });
+            // Only when set, so that snapshots taken before the setting existed still match.
+            if step.allow_continuation {
+                canonical["allow_continuation"] = Value::Bool(true);
+            }
+            canonical
         })
         .collect();
     Value::Array(steps)
