@@ -17,6 +17,7 @@ mod error_codes;
 mod hostile_input;
 mod intents;
 mod properties;
+mod queues;
 mod reads;
 mod recovery;
 mod replay;

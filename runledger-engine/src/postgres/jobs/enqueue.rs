@@ -290,7 +290,8 @@ pub(crate) async fn enqueue_on(
                   AND current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted')
             ),
             definitions AS (
-                SELECT job_type, priority, max_attempts, timeout_seconds
+                SELECT job_type, priority, max_attempts, timeout_seconds, queue,
+                       runledger.job_is_limited(job_type, queue) AS gated
                 FROM runledger.job_definitions
                 WHERE job_type = ANY($13::text[]) AND is_enabled
             ),
@@ -304,14 +305,15 @@ pub(crate) async fn enqueue_on(
                 INSERT INTO runledger.job_queue (
                     id, job_type, organization_id, payload, priority, max_attempts,
                     timeout_seconds, next_run_at, idempotency_key, enqueue_request,
-                    created_by_user_id
+                    created_by_user_id, queue, gated
                 )
                 SELECT i.id, i.job_type, i.organization_id, i.payload,
                        coalesce(i.priority, d.priority),
                        coalesce(i.max_attempts, d.max_attempts),
                        coalesce(i.timeout_seconds, d.timeout_seconds),
                        coalesce(i.run_at, now()),
-                       i.idempotency_key, i.enqueue_request, i.created_by_user_id
+                       i.idempotency_key, i.enqueue_request, i.created_by_user_id, d.queue,
+                       d.gated
                 FROM unnest(
                     $1::uuid[], $2::text[], $3::uuid[], $4::jsonb[], $5::int4[], $6::int4[],
                     $7::int4[], $8::timestamptz[], $9::text[], $10::jsonb[], $11::uuid[]
