@@ -21,6 +21,7 @@ mod queues;
 mod reads;
 mod recovery;
 mod replay;
+mod resource_keys;
 mod retention;
 mod runtime;
 mod runtime_tasks;

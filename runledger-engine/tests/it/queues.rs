@@ -17,10 +17,10 @@ use sqlx::PgPool;
 use crate::support::{LONG_LEASE, WORKER, fast_config, handler, wait_for_status};
 
 /// When each handler started and ended, in this process.
-type Spans = Arc<Mutex<Vec<(Instant, Instant)>>>;
+pub type Spans = Arc<Mutex<Vec<(Instant, Instant)>>>;
 
 /// Most spans overlapping at any instant.
-fn max_overlap(spans: &[(Instant, Instant)]) -> usize {
+pub fn max_overlap(spans: &[(Instant, Instant)]) -> usize {
     let mut edges: Vec<(Instant, i32)> = spans
         .iter()
         .flat_map(|&(start, end)| [(start, 1), (end, -1)])
@@ -36,7 +36,7 @@ fn max_overlap(spans: &[(Instant, Instant)]) -> usize {
 }
 
 /// Adds to `catalog` a `job_type` whose handler sleeps `hold` and records its span in `spans`.
-fn timed(
+pub fn timed(
     catalog: JobCatalog,
     job_type: &'static str,
     defaults: JobDefaults,

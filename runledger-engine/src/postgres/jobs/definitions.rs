@@ -269,10 +269,12 @@ pub async fn upsert_job_definition<'e>(
         -- new definition, so the flag is computed from the new value).
         regated AS (
             UPDATE runledger.job_queue q
-            SET gated = runledger.job_gated($11 IS NOT NULL, q.queue)
+            SET gated = q.resource_key IS NOT NULL OR runledger.job_gated($11 IS NOT NULL, q.queue)
             WHERE q.status = 'PENDING' AND q.job_type = $1
               AND EXISTS (SELECT 1 FROM previous p WHERE p.global_concurrency IS DISTINCT FROM $11)
-              AND q.gated IS DISTINCT FROM runledger.job_gated($11 IS NOT NULL, q.queue)
+              AND q.gated IS DISTINCT FROM (
+                  q.resource_key IS NOT NULL OR runledger.job_gated($11 IS NOT NULL, q.queue)
+              )
         )
         SELECT job_type AS "job_type!", version AS "version!", max_attempts AS "max_attempts!",
                timeout_seconds AS "timeout_seconds!", priority AS "priority!",

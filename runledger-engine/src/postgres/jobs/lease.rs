@@ -89,6 +89,8 @@ pub struct ClaimedJob {
     pub job_type: String,
     /// The queue it was claimed from.
     pub queue: String,
+    /// The execution resource it holds while leased, if any.
+    pub resource_key: Option<String>,
     /// Its organization.
     pub organization_id: Option<Uuid>,
     /// The payload to hand to the handler.
@@ -163,8 +165,9 @@ pub struct JobLease<'a> {
 /// attempt in progress is recorded on the job row; its `job_attempts` row is written when it
 /// ends.
 ///
-/// Jobs under a global concurrency limit (of their queue or their type) are left to
-/// [`claim_limited_jobs`]; a worker calls both. Jobs of a paused queue stay pending.
+/// Jobs under a global concurrency limit (of their queue or their type) or holding an execution
+/// resource key are left to [`claim_limited_jobs`]; a worker calls both. Jobs of a paused queue
+/// stay pending.
 ///
 /// A picked job whose payload nests deeper than
 /// [`MAX_JSON_DEPTH`](crate::core::jobs::limits::MAX_JSON_DEPTH) (stored by other means than
@@ -194,14 +197,16 @@ pub async fn claim_jobs<'e>(
     claim(executor, request, false).await
 }
 
-/// Claims up to `limit` jobs under a global concurrency limit, as [`claim_jobs`] does for the
-/// others, never leasing more jobs of a limited queue or job type than its limit allows across
-/// all workers.
+/// Claims up to `limit` jobs under a global concurrency limit or holding an execution resource
+/// key, as [`claim_jobs`] does for the others, never leasing more jobs of a limited queue or job
+/// type than its limit allows across all workers, nor a job whose resource key a leased job
+/// holds (nor two jobs of one key at once). The key is held by the leased job row itself: any
+/// end of the lease (success, failure or retry, cancel, the reaper) frees it.
 ///
 /// A cheap check comes first: when no such job is due it returns at once. Otherwise the claim
 /// runs in a transaction that first takes one advisory lock shared by every limited claim, so
 /// that the claim counts the leased jobs after the previous limited claim committed. Jobs over
-/// their limit stay `PENDING` and spend no attempt.
+/// their limit or behind a busy key stay `PENDING` and spend no attempt.
 pub async fn claim_limited_jobs(
     pool: &PgPool,
     request: &ClaimRequest<'_>,
@@ -284,7 +289,7 @@ async fn claim<'e>(
             WHERE $6 AND d.global_concurrency IS NOT NULL
         ),
         gated_candidates AS (
-            SELECT q.id, q.queue, q.job_type, q.priority, q.next_run_at,
+            SELECT q.id, q.queue, q.job_type, q.resource_key, q.priority, q.next_run_at,
                    runledger.json_too_deep(q.payload) AS unreadable
             FROM runledger.job_queue q
             WHERE $6
@@ -297,6 +302,10 @@ async fn claim<'e>(
               )
               AND NOT EXISTS (SELECT 1 FROM queue_room r WHERE r.name = q.queue AND r.room <= 0)
               AND NOT EXISTS (SELECT 1 FROM type_room r WHERE r.job_type = q.job_type AND r.room <= 0)
+              AND (q.resource_key IS NULL OR NOT EXISTS (
+                  SELECT 1 FROM runledger.job_queue holder
+                  WHERE holder.resource_key = q.resource_key AND holder.status = 'LEASED'
+              ))
             ORDER BY q.priority DESC, q.next_run_at, q.id
             LIMIT $2 * 4
             FOR UPDATE OF q SKIP LOCKED
@@ -309,13 +318,17 @@ async fn claim<'e>(
                        row_number() OVER (PARTITION BY c.queue
                                           ORDER BY c.priority DESC, c.next_run_at, c.id) AS in_queue,
                        row_number() OVER (PARTITION BY c.job_type
-                                          ORDER BY c.priority DESC, c.next_run_at, c.id) AS in_type
+                                          ORDER BY c.priority DESC, c.next_run_at, c.id) AS in_type,
+                       c.resource_key,
+                       row_number() OVER (PARTITION BY c.resource_key
+                                          ORDER BY c.priority DESC, c.next_run_at, c.id) AS in_resource
                 FROM gated_candidates c
                 LEFT JOIN queue_room qr ON qr.name = c.queue
                 LEFT JOIN type_room tr ON tr.job_type = c.job_type
             ) ranked
             WHERE (queue_room IS NULL OR in_queue <= queue_room)
               AND (type_room IS NULL OR in_type <= type_room)
+              AND (resource_key IS NULL OR in_resource = 1)
             ORDER BY priority DESC, next_run_at, id
             LIMIT $2
         ),
@@ -365,11 +378,12 @@ async fn claim<'e>(
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.priority, q.attempt,
                       q.attempt_floor, q.max_attempts, q.timeout_seconds, q.worker_id,
                       q.lease_expires_at, q.next_run_at, q.workflow_run_id, q.workflow_step_id,
-                      q.workflow_step_key, q.queue
+                      q.workflow_step_key, q.queue, q.resource_key
         )
         SELECT id AS "id: JobId",
                job_type,
                queue,
+               resource_key,
                organization_id,
                payload,
                priority,

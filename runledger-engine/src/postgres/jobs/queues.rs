@@ -118,7 +118,7 @@ pub async fn set_queue_global_concurrency<'e>(
             WHERE q.status = 'PENDING' AND q.queue = $1
               AND (SELECT global_concurrency FROM previous) IS DISTINCT FROM $2
               AND q.gated IS DISTINCT FROM (
-                  $2::int4 IS NOT NULL OR EXISTS (
+                  q.resource_key IS NOT NULL OR $2::int4 IS NOT NULL OR EXISTS (
                       SELECT 1 FROM runledger.job_definitions d
                       WHERE d.job_type = q.job_type AND d.global_concurrency IS NOT NULL
                   )
