@@ -1,6 +1,10 @@
 //! The claim loops: claim up to the free capacity, spawn a task per job, claim again at once
 //! while claims find work, otherwise wait for a notification or the poll interval.
 //!
+//! Each lane (a served queue, or every queue) runs `claim_parallelism` loops for ordinary jobs
+//! and one for jobs under a global limit or holding a resource key, which is also woken when
+//! the outcome of one of its jobs is written (that frees the job's global slot).
+//!
 //! Two bounds gate a claim: free concurrency slots (a slot is held while a handler runs, and
 //! freed when it returns) and room for unpersisted outcomes (held until the completer has
 //! written the outcome). Freeing the slot before the outcome is written is what lets the next

@@ -1,6 +1,6 @@
-//! The worker loop: claim registered job types up to free capacity, run each handler in its
-//! own task (timeouts and panics contained per job), heartbeat every lease in one statement,
-//! and flush outcomes in batches.
+//! The worker loop: claim registered job types up to free capacity (per served queue, each
+//! queue a lane with its own slots), run each handler in its own task (timeouts and panics
+//! contained per job), heartbeat every lease in one statement, and flush outcomes in batches.
 //!
 //! One module per part: `claim` (the claim loops), `execute` (running one handler),
 //! `heartbeat`, `completer` (persisting outcomes, isolating a row PostgreSQL refuses) and
