@@ -25,6 +25,8 @@ enum Key {
     Version,
     Enabled,
     Retain,
+    Queue,
+    GlobalConcurrency,
 }
 
 const KEYS: &[(&str, Key)] = &[
@@ -36,6 +38,8 @@ const KEYS: &[(&str, Key)] = &[
     ("version", Key::Version),
     ("enabled", Key::Enabled),
     ("retain", Key::Retain),
+    ("queue", Key::Queue),
+    ("global_concurrency", Key::GlobalConcurrency),
 ];
 
 /// What the attribute says.
@@ -171,6 +175,18 @@ fn parse_args(tokens: TokenStream, errors: &mut Errors) -> JobArgs {
                     .and_then(|lit| args::duration_seconds(&lit, 1, errors))
                 {
                     parsed.defaults.push(quote!(.retention_seconds(#n)));
+                }
+            }
+            Key::Queue => {
+                if let Some(queue) = args::lit_str(&arg.value, "queue = \"emails\"", errors)
+                    .and_then(|lit| args::name(&lit, "queue name", errors))
+                {
+                    parsed.defaults.push(quote!(.queue(#queue)));
+                }
+            }
+            Key::GlobalConcurrency => {
+                if let Some(n) = args::lit_int(&arg.value, ident, 1, errors) {
+                    parsed.defaults.push(quote!(.global_concurrency(#n)));
                 }
             }
         }

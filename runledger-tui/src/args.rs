@@ -79,6 +79,9 @@ pub(crate) enum Command {
     /// List, pause and resume schedules.
     #[command(subcommand)]
     Schedules(SchedulesCommand),
+    /// List queue settings; pause, resume and limit queues.
+    #[command(subcommand)]
+    Queues(QueuesCommand),
     /// Delete finished jobs and workflow runs past their retention (as the workers' pruner does).
     Prune(PruneArgs),
     /// Per job type: backlog, leases, the last 24 hours' outcomes and durations; run counts.
@@ -207,6 +210,34 @@ pub(crate) enum SchedulesCommand {
     Resume {
         /// The schedule's name.
         name: String,
+    },
+}
+
+/// `queues ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum QueuesCommand {
+    /// List the queues an operator changed (paused, resumed or limited).
+    List,
+    /// Stop workers from claiming the queue's jobs (running ones finish; enqueues go on).
+    Pause {
+        /// The queue's name.
+        name: String,
+    },
+    /// Let workers claim the queue's jobs again.
+    Resume {
+        /// The queue's name.
+        name: String,
+    },
+    /// Set the most jobs of the queue running at once across all workers.
+    Limit {
+        /// The queue's name.
+        name: String,
+        /// The limit (at least 1); omit it with --none.
+        #[arg(required_unless_present = "none", value_parser = clap::value_parser!(i32).range(1..))]
+        limit: Option<i32>,
+        /// Remove the queue's limit.
+        #[arg(long, conflicts_with = "limit")]
+        none: bool,
     },
 }
 

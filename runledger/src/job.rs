@@ -255,6 +255,7 @@ pub struct EnqueueOptions {
     priority: Option<i32>,
     organization_id: Option<Uuid>,
     max_attempts: Option<i32>,
+    resource_key: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -307,6 +308,23 @@ impl EnqueueOptions {
         self
     }
 
+    /// Names an execution resource the job holds while it runs: at most one job holding `key`
+    /// runs at a time across all workers, whatever its type. Use it for what must not be
+    /// touched twice at once (a printer, an account being synchronised, one tenant's
+    /// migration); the others wait `PENDING` without spending an attempt. For "at most N of
+    /// this type", use `#[job(global_concurrency = N)]` instead.
+    ///
+    /// ```
+    /// use runledger::EnqueueOptions;
+    ///
+    /// let options = EnqueueOptions::new().resource_key("account:42:sync");
+    /// # let _ = options;
+    /// ```
+    pub fn resource_key(mut self, key: impl Into<String>) -> Self {
+        self.resource_key = Some(key.into());
+        self
+    }
+
     pub(crate) fn apply<'a>(&'a self, mut request: JobEnqueue<'a>) -> JobEnqueue<'a> {
         if let Some(key) = &self.idempotency_key {
             request = request.idempotency_key(key);
@@ -324,6 +342,9 @@ impl EnqueueOptions {
         }
         if let Some(org) = self.organization_id {
             request = request.organization_id(org);
+        }
+        if let Some(key) = &self.resource_key {
+            request = request.resource_key(key);
         }
         request
     }

@@ -146,6 +146,8 @@ pub use workflow::{Wait, Workflow, WorkflowHandle, WorkflowOptions};
 /// | `version` | `version = 2` | definition version (≥ 1) |
 /// | `enabled` | `enabled = false` | the definition's enabled flag |
 /// | `retain` | `retain = "3d"` | how long finished jobs of this type are kept before the pruner deletes them, whatever their end (default: the worker's `JOBS_RETAIN_*`, 1 day after success, 7 days after a dead letter or a cancel) |
+/// | `queue` | `queue = "emails"` | the queue its jobs enter (default `default`); a worker runs the jobs of the queues it serves ([`WorkerBuilder::queues`](crate::WorkerBuilder::queues)) |
+/// | `global_concurrency` | `global_concurrency = 2` | most jobs of this type running at once across all workers (≥ 1; default: no limit) |
 ///
 /// ```
 /// use runledger::prelude::*;

@@ -14,8 +14,10 @@ use crate::engine::postgres::{
 };
 use crate::engine::runtime::catalog::{CatalogJobScheduleSpec, JobCatalog};
 use crate::engine::runtime::config::{JobsConfig, JobsConfigError, check_pool_size};
+use crate::engine::runtime::queues::QueueConcurrency;
 use crate::engine::runtime::registry::JobHandler;
 use crate::engine::runtime::supervisor::connections_used;
+use crate::engine::runtime::worker::WorkerConfig;
 use crate::engine::runtime::{JobLifecycleObserver, Supervisor, SupervisorBuilder};
 use crate::error::Error;
 use crate::fan_out::{FAN_IN_JOB_TYPE, fan_in_handler};
@@ -144,6 +146,7 @@ impl Worker {
         WorkerBuilder {
             pool: pool.clone(),
             config: None,
+            queues: None,
             schema: SchemaMode::default(),
             shutdown_deadline: DEFAULT_SHUTDOWN_DEADLINE,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -267,7 +270,7 @@ impl Worker {
 fn pool_size(config: &JobsConfig) -> u32 {
     let loops = connections_used(config);
     loops
-        .saturating_add(config.max_global_concurrency)
+        .saturating_add(WorkerConfig::from_jobs_config(config).total_concurrency())
         .min(50)
         .max(loops)
 }
@@ -290,6 +293,7 @@ fn read_seconds(variable: &'static str) -> Result<Option<u64>, Error> {
 pub struct WorkerBuilder {
     pool: PgPool,
     config: Option<JobsConfig>,
+    queues: Option<Vec<QueueConcurrency>>,
     schema: SchemaMode,
     shutdown_deadline: Duration,
     connect_timeout: Duration,
@@ -302,6 +306,7 @@ impl std::fmt::Debug for WorkerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkerBuilder")
             .field("config", &self.config)
+            .field("queues", &self.queues)
             .field("schema", &self.schema)
             .field("shutdown_deadline", &self.shutdown_deadline)
             .field("connect_timeout", &self.connect_timeout)
@@ -343,6 +348,32 @@ impl WorkerBuilder {
     /// Runtime settings (default: [`JobsConfig::default`]; `from_env` reads `JOBS_*`).
     pub fn config(mut self, config: JobsConfig) -> Self {
         self.config = Some(config);
+        self
+    }
+
+    /// The queues this worker serves, each with how many of its jobs it runs at once; it
+    /// replaces the config's `queues` (`JOBS_QUEUES`). Without queues a worker serves every
+    /// queue within `max_global_concurrency`. A queue's jobs are those whose `#[job(queue =
+    /// "..")]` names it (`default` otherwise); a limit across all workers is set on the queue
+    /// itself (`runledger::engine::postgres::jobs::set_queue_global_concurrency`).
+    ///
+    /// Each queue has its own concurrency slots and claim loops, so a backlog in one never
+    /// holds back the others.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::Error> {
+    /// let worker = runledger::Worker::builder(&pool)
+    ///     .queues([("default", 16), ("emails", 4)])
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn queues<Q: Into<String>>(mut self, queues: impl IntoIterator<Item = (Q, u32)>) -> Self {
+        self.queues = Some(
+            queues
+                .into_iter()
+                .map(|(name, concurrency)| QueueConcurrency::new(name, concurrency))
+                .collect(),
+        );
         self
     }
 
@@ -424,7 +455,10 @@ impl WorkerBuilder {
     /// `worker.schedule_payload_invalid`, `config.pool_too_small` (a pool of fewer than two
     /// connections: LISTEN would hold the only one), or another config code.
     pub fn build(self) -> Result<Worker, Error> {
-        let config = self.config.unwrap_or_default();
+        let mut config = self.config.unwrap_or_default();
+        if let Some(queues) = self.queues {
+            config.queues = queues;
+        }
         config.validate()?;
         check_pool_size(&self.pool)?;
         if self.connect_timeout.is_zero() {

@@ -6,6 +6,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::core::jobs::Retention;
+use crate::runtime::queues::{QueueConcurrency, check_queues, parse_queues};
 
 /// Default pause between polls when no notification arrives.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(1_000);
@@ -139,8 +140,13 @@ pub struct JobsConfig {
     pub claim_batch_size: u32,
     /// Lease length (`JOBS_LEASE_TTL_SECONDS`), between [`MIN_LEASE_TTL`] and [`MAX_LEASE_TTL`].
     pub lease_ttl: Duration,
-    /// Most handlers running at once (`JOBS_MAX_GLOBAL_CONCURRENCY`).
+    /// Most handlers running at once (`JOBS_MAX_GLOBAL_CONCURRENCY`) when `queues` is empty.
     pub max_global_concurrency: u32,
+    /// The queues this worker serves, each with its own concurrency (`JOBS_QUEUES`, for
+    /// example `default:10,emails:2`; a name without a concurrency gets
+    /// `max_global_concurrency`). Empty, the default, serves every queue within
+    /// `max_global_concurrency`.
+    pub queues: Vec<QueueConcurrency>,
     /// Pause between reaper sweeps (`JOBS_REAPER_INTERVAL_SECONDS`).
     pub reaper_interval: Duration,
     /// Pause between schedule passes (`JOBS_SCHEDULE_POLL_INTERVAL_SECONDS`).
@@ -174,6 +180,7 @@ impl Default for JobsConfig {
             claim_batch_size: DEFAULT_CLAIM_BATCH_SIZE,
             lease_ttl: DEFAULT_LEASE_TTL,
             max_global_concurrency: DEFAULT_MAX_GLOBAL_CONCURRENCY,
+            queues: Vec::new(),
             reaper_interval: DEFAULT_REAPER_INTERVAL,
             schedule_poll_interval: DEFAULT_SCHEDULE_POLL_INTERVAL,
             reaper_retry_delay: DEFAULT_REAPER_RETRY_DELAY,
@@ -290,6 +297,13 @@ impl JobsConfig {
             Some(id) if !id.is_empty() => id,
             _ => defaults.worker_id,
         };
+        let max_global_concurrency = read("JOBS_MAX_GLOBAL_CONCURRENCY")?
+            .map_or(defaults.max_global_concurrency, saturate_u32)
+            .max(1);
+        let queues = match lookup("JOBS_QUEUES") {
+            Some(value) => parse_queues(&value, max_global_concurrency)?,
+            None => Vec::new(),
+        };
         let config = Self {
             worker_id,
             poll_interval: read("JOBS_POLL_INTERVAL_MS")?
@@ -298,8 +312,8 @@ impl JobsConfig {
                 .map_or(defaults.claim_batch_size, saturate_u32),
             lease_ttl: read("JOBS_LEASE_TTL_SECONDS")?
                 .map_or(defaults.lease_ttl, Duration::from_secs),
-            max_global_concurrency: read("JOBS_MAX_GLOBAL_CONCURRENCY")?
-                .map_or(defaults.max_global_concurrency, saturate_u32),
+            max_global_concurrency,
+            queues,
             reaper_interval: read("JOBS_REAPER_INTERVAL_SECONDS")?
                 .map_or(defaults.reaper_interval, Duration::from_secs),
             schedule_poll_interval: read("JOBS_SCHEDULE_POLL_INTERVAL_SECONDS")?
@@ -363,6 +377,7 @@ impl JobsConfig {
         if self.max_global_concurrency == 0 {
             return invalid("max_global_concurrency", "must be at least 1");
         }
+        check_queues(&self.queues)?;
         if self.reaper_interval < MIN_LOOP_INTERVAL {
             return invalid("reaper_interval", "must be at least 1 second");
         }
@@ -422,6 +437,7 @@ mod tests {
             ("JOBS_RETAIN_CANCELED_SECONDS", "60"),
             ("JOBS_INTENT_PROMOTER_ENABLED", "false"),
             ("JOBS_INTENT_POLL_INTERVAL_MS", "200"),
+            ("JOBS_QUEUES", "default, emails:2"),
         ]))
         .unwrap();
         assert_eq!(config.worker_id, "w-1");
@@ -443,6 +459,13 @@ mod tests {
         );
         assert!(!config.intent_promoter_enabled);
         assert_eq!(config.intent_poll_interval, Duration::from_millis(200));
+        assert_eq!(
+            config.queues,
+            vec![
+                QueueConcurrency::new("default", 7),
+                QueueConcurrency::new("emails", 2)
+            ]
+        );
         config.validate().unwrap();
     }
 

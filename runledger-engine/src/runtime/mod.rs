@@ -10,6 +10,7 @@ mod job_logs;
 mod job_services;
 pub mod observer;
 pub mod pruner;
+pub mod queues;
 pub mod reaper;
 pub mod registry;
 pub mod scheduler;

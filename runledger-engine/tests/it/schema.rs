@@ -9,7 +9,7 @@ use runledger_engine::postgres::{
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-const TABLES: [&str; 14] = [
+const TABLES: [&str; 15] = [
     "job_attempts",
     "job_dead_letters",
     "job_definitions",
@@ -17,6 +17,7 @@ const TABLES: [&str; 14] = [
     "job_events",
     "job_logs",
     "job_queue",
+    "job_queues",
     "job_replays",
     "job_runtime_configs",
     "job_schedules",
@@ -157,7 +158,7 @@ async fn uuidv7_function_yields_time_ordered_version_7_ids(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
-async fn claim_index_is_partial_on_pending_rows_in_claim_order(pool: PgPool) {
+async fn claim_index_is_partial_on_pending_ungated_rows_in_claim_order(pool: PgPool) {
     let definition: String = sqlx::query_scalar(
         "SELECT indexdef FROM pg_indexes WHERE schemaname = 'runledger' AND indexname = 'job_queue_claim_idx'",
     )
@@ -169,7 +170,7 @@ async fn claim_index_is_partial_on_pending_rows_in_claim_order(pool: PgPool) {
         "{definition}"
     );
     assert!(
-        definition.contains("WHERE (status = 'PENDING'::text)"),
+        definition.contains("WHERE ((status = 'PENDING'::text) AND (NOT gated))"),
         "{definition}"
     );
 }

@@ -9,6 +9,7 @@
 mod jobs;
 mod maintenance;
 mod output;
+mod queues;
 mod schedules;
 mod workflows;
 
@@ -92,11 +93,12 @@ impl Context {
 
 /// Whether a command only reads (its session is then read-only).
 fn reads_only(command: &Command) -> bool {
-    use crate::args::{JobsCommand, SchedulesCommand, WorkflowsCommand};
+    use crate::args::{JobsCommand, QueuesCommand, SchedulesCommand, WorkflowsCommand};
     match command {
         Command::Jobs(JobsCommand::List(_) | JobsCommand::Show { .. })
         | Command::Workflows(WorkflowsCommand::List(_) | WorkflowsCommand::Show { .. })
         | Command::Schedules(SchedulesCommand::List)
+        | Command::Queues(QueuesCommand::List)
         | Command::CheckSchema
         | Command::Stats => true,
         Command::Prune(prune) => prune.dry_run,
@@ -178,6 +180,7 @@ pub(crate) fn run(
             Command::Workflows(command) => workflows::run(&context, command).await,
             Command::Gates(command) => workflows::gates(&context, command).await,
             Command::Schedules(command) => schedules::run(&context, command).await,
+            Command::Queues(command) => queues::run(&context, command).await,
         }
     });
     runtime.block_on(context.pool.close());

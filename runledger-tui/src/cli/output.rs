@@ -5,7 +5,7 @@ use std::io::Write;
 
 use chrono::{DateTime, Utc};
 use runledger_engine::postgres::jobs::{
-    JobDetail, JobMetrics, JobRecord, JobSchedule, PruneCounts, WorkflowRunRecord,
+    JobDetail, JobMetrics, JobRecord, JobSchedule, PruneCounts, QueueSettings, WorkflowRunRecord,
     WorkflowRunStepCounts, WorkflowStepRecord,
 };
 use serde_json::{Value, json};
@@ -323,6 +323,28 @@ pub(crate) fn schedule_row(schedule: &JobSchedule) -> [String; 5] {
 }
 
 pub(crate) const SCHEDULE_HEADER: [&str; 5] = ["NAME", "TYPE", "CRON", "STATE", "NEXT FIRE"];
+
+pub(crate) fn queue(settings: &QueueSettings) -> Value {
+    json!({
+        "name": settings.name,
+        "is_paused": settings.is_paused,
+        "global_concurrency": settings.global_concurrency,
+        "updated_at": settings.updated_at,
+    })
+}
+
+pub(crate) fn queue_row(settings: &QueueSettings) -> [String; 4] {
+    [
+        settings.name.clone(),
+        if settings.is_paused { "paused" } else { "open" }.to_owned(),
+        settings
+            .global_concurrency
+            .map_or_else(|| "-".to_owned(), |limit| limit.to_string()),
+        time(Some(settings.updated_at)),
+    ]
+}
+
+pub(crate) const QUEUE_HEADER: [&str; 4] = ["NAME", "STATE", "GLOBAL LIMIT", "CHANGED"];
 
 pub(crate) fn metrics(m: &JobMetrics) -> Value {
     json!({

@@ -268,6 +268,32 @@ async fn schedules_list_pause_and_resume(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn queues_pause_resume_limit_and_list(pool: PgPool) {
+    assert_eq!(ok(&pool, &["queues", "pause", "emails"])["is_paused"], true);
+    let limited = ok(&pool, &["queues", "limit", "emails", "3"]);
+    assert_eq!(limited["global_concurrency"], 3);
+    assert_eq!(limited["is_paused"], true);
+    let list = ok(&pool, &["queues", "list"]);
+    assert_eq!(list["queues"][0]["name"], "emails");
+    assert_eq!(list["queues"][0]["global_concurrency"], 3);
+    let resumed = ok(&pool, &["queues", "resume", "emails"]);
+    assert_eq!(resumed["is_paused"], false);
+    assert_eq!(
+        ok(&pool, &["queues", "limit", "emails", "--none"])["global_concurrency"],
+        Value::Null
+    );
+    assert_eq!(
+        refused(&pool, &["queues", "pause", " "]),
+        "job.invalid_queue"
+    );
+    assert_eq!(
+        run(&pool, &["queues", "limit", "emails", "0"]).code,
+        2,
+        "bad usage"
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn prune_counts_with_dry_run_then_deletes(pool: PgPool) {
     seed(&pool).await;
     let payload = json!({});

@@ -2,9 +2,10 @@
 //! defaults, per-job overrides and the typed layer's `#[job(...)]` keys.
 
 /// Definition values of a job type: its version, attempt budget, per-attempt timeout, claim
-/// priority, enabled flag and retention. Each field left `None` falls back to the level below
-/// it: a job's own values, then the catalog-wide defaults, then the built-in defaults (version
-/// 1, 5 attempts, 300 s, priority 0, enabled, the worker's `JOBS_RETAIN_*` retention).
+/// priority, enabled flag, retention, queue and global concurrency limit. Each field left `None`
+/// falls back to the level below it: a job's own values, then the catalog-wide defaults, then
+/// the built-in defaults (version 1, 5 attempts, 300 s, priority 0, enabled, the worker's
+/// `JOBS_RETAIN_*` retention, queue `default`, no global limit).
 ///
 /// Every builder is `const`, so a value can be a constant (the typed layer's `Job::DEFAULTS`).
 /// The catalog's seed names `JobCatalogDefinitionOverrides` and `JobCatalogDefaults` are this
@@ -38,6 +39,12 @@ pub struct JobDefaults {
     /// How long finished jobs of this type are kept, in seconds (positive), whatever their end;
     /// `None` keeps the pruner's retention per status.
     pub retention_seconds: Option<i32>,
+    /// The queue new jobs of this type enter (an identifier: not blank, at most 255
+    /// characters); `None` is `default`.
+    pub queue: Option<&'static str>,
+    /// Most jobs of this type running at once across all workers (positive); `None` has no
+    /// global limit.
+    pub global_concurrency: Option<i32>,
 }
 
 impl JobDefaults {
@@ -50,6 +57,8 @@ impl JobDefaults {
             priority: None,
             enabled: None,
             retention_seconds: None,
+            queue: None,
+            global_concurrency: None,
         }
     }
 
@@ -89,6 +98,18 @@ impl JobDefaults {
         self
     }
 
+    /// Sets the queue new jobs of this type enter.
+    pub const fn queue(mut self, queue: &'static str) -> Self {
+        self.queue = Some(queue);
+        self
+    }
+
+    /// Sets the most jobs of this type running at once across all workers (must be positive).
+    pub const fn global_concurrency(mut self, limit: i32) -> Self {
+        self.global_concurrency = Some(limit);
+        self
+    }
+
     /// These values, with each unset one taken from `fallback`.
     pub const fn or(self, fallback: Self) -> Self {
         Self {
@@ -101,17 +122,23 @@ impl JobDefaults {
                 None => fallback.enabled,
             },
             retention_seconds: or(self.retention_seconds, fallback.retention_seconds),
+            queue: match self.queue {
+                Some(queue) => Some(queue),
+                None => fallback.queue,
+            },
+            global_concurrency: or(self.global_concurrency, fallback.global_concurrency),
         }
     }
 
     /// The first value that must be positive and is not (`version`, `max_attempts`,
-    /// `timeout_seconds` or `retention_seconds`), if any.
+    /// `timeout_seconds`, `retention_seconds` or `global_concurrency`), if any.
     pub fn non_positive_field(&self) -> Option<&'static str> {
         [
             ("version", self.version),
             ("max_attempts", self.max_attempts),
             ("timeout_seconds", self.timeout_seconds),
             ("retention_seconds", self.retention_seconds),
+            ("global_concurrency", self.global_concurrency),
         ]
         .into_iter()
         .find(|(_, value)| value.is_some_and(|v| v <= 0))

@@ -266,7 +266,9 @@ async fn requeue<'e>(
             UPDATE runledger.job_queue q
             SET status = 'PENDING', next_run_at = now(), attempt_floor = q.attempt,
                 run_number = q.run_number + 1, finished_at = NULL, output = NULL,
-                progress = NULL, updated_at = now()
+                progress = NULL, updated_at = now(),
+                gated = q.resource_key IS NOT NULL
+                        OR runledger.job_is_limited(q.job_type, q.queue)
             FROM current c
             WHERE q.id = c.id AND c.status IN ('DEAD_LETTERED', 'CANCELED')
               AND c.workflow_run_id IS NULL

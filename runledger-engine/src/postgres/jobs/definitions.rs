@@ -14,6 +14,8 @@ pub const DEFAULT_TIMEOUT_SECONDS: i32 = 300;
 pub const DEFAULT_RETRY_BASE_DELAY_MS: i64 = 1_000;
 /// Default cap on the retry delay.
 pub const DEFAULT_RETRY_MAX_DELAY_MS: i64 = 3_600_000;
+/// The queue of a job type that names none.
+pub const DEFAULT_QUEUE: &str = "default";
 /// Largest retry delay a definition may ask for (365 days).
 pub const MAX_RETRY_DELAY_MS: i64 = 365 * 24 * 3_600_000;
 
@@ -40,6 +42,10 @@ pub struct JobDefinition {
     /// How long finished jobs of this type are kept, whatever their end (`None`: the pruner's
     /// retention per status).
     pub retention_seconds: Option<i32>,
+    /// The queue new jobs of this type enter.
+    pub queue: String,
+    /// Most jobs of this type running at once across all workers (`None`: no global limit).
+    pub global_concurrency: Option<i32>,
     /// When the row was created.
     pub created_at: DateTime<Utc>,
     /// When the row last changed.
@@ -79,6 +85,11 @@ pub struct JobDefinitionUpsert<'a> {
     /// How long finished jobs of this type are kept (positive; `None`: the pruner's retention
     /// per status).
     pub retention_seconds: Option<i32>,
+    /// The queue new jobs of this type enter (default `default`).
+    pub queue: std::borrow::Cow<'a, str>,
+    /// Most jobs of this type running at once across all workers (positive; `None`: no
+    /// global limit).
+    pub global_concurrency: Option<i32>,
 }
 
 impl<'a> JobDefinitionUpsert<'a> {
@@ -94,6 +105,8 @@ impl<'a> JobDefinitionUpsert<'a> {
             retry_max_delay_ms: DEFAULT_RETRY_MAX_DELAY_MS,
             is_enabled: true,
             retention_seconds: None,
+            queue: std::borrow::Cow::Borrowed(DEFAULT_QUEUE),
+            global_concurrency: None,
         }
     }
 
@@ -130,6 +143,10 @@ impl<'a> JobDefinitionUpsert<'a> {
         self.priority = values.priority.unwrap_or(self.priority);
         self.is_enabled = values.enabled.unwrap_or(self.is_enabled);
         self.retention_seconds = values.retention_seconds.or(self.retention_seconds);
+        if let Some(queue) = values.queue {
+            self.queue = std::borrow::Cow::Borrowed(queue);
+        }
+        self.global_concurrency = values.global_concurrency.or(self.global_concurrency);
         self
     }
 
@@ -191,10 +208,15 @@ impl<'a> JobDefinitionUpsert<'a> {
                 "job_definition.invalid_retention",
                 "retention_seconds must be positive",
             ),
+            (
+                self.global_concurrency.is_none_or(|limit| limit > 0),
+                "job_definition.invalid_global_concurrency",
+                "global_concurrency must be positive",
+            ),
         ];
         match positive.into_iter().find(|(ok, ..)| !ok) {
             Some((_, code, message)) => Err(Error::invalid_input(code, message)),
-            None => Ok(()),
+            None => check_queue_name(&self.queue),
         }
     }
 }
@@ -217,24 +239,50 @@ pub async fn upsert_job_definition<'e>(
     let row = sqlx::query_as!(
         JobDefinition,
         r#"
-        INSERT INTO runledger.job_definitions AS d (
-            job_type, version, max_attempts, timeout_seconds, priority,
-            retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds
+        WITH previous AS (
+            SELECT global_concurrency FROM runledger.job_definitions WHERE job_type = $1
+        ),
+        upserted AS (
+            INSERT INTO runledger.job_definitions AS d (
+                job_type, version, max_attempts, timeout_seconds, priority,
+                retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds, queue,
+                global_concurrency
+            )
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+            ON CONFLICT (job_type) DO UPDATE SET
+                version = EXCLUDED.version,
+                max_attempts = EXCLUDED.max_attempts,
+                timeout_seconds = EXCLUDED.timeout_seconds,
+                priority = EXCLUDED.priority,
+                retry_base_delay_ms = EXCLUDED.retry_base_delay_ms,
+                retry_max_delay_ms = EXCLUDED.retry_max_delay_ms,
+                is_enabled = EXCLUDED.is_enabled,
+                retention_seconds = EXCLUDED.retention_seconds,
+                queue = EXCLUDED.queue,
+                global_concurrency = EXCLUDED.global_concurrency,
+                updated_at = now()
+            RETURNING job_type, version, max_attempts, timeout_seconds, priority,
+                      retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds,
+                      queue, global_concurrency, created_at, updated_at
+        ),
+        -- A changed limit flags the type's pending jobs again (this statement cannot see the
+        -- new definition, so the flag is computed from the new value).
+        regated AS (
+            UPDATE runledger.job_queue q
+            SET gated = q.resource_key IS NOT NULL OR runledger.job_gated($11 IS NOT NULL, q.queue)
+            WHERE q.status = 'PENDING' AND q.job_type = $1
+              AND EXISTS (SELECT 1 FROM previous p WHERE p.global_concurrency IS DISTINCT FROM $11)
+              AND q.gated IS DISTINCT FROM (
+                  q.resource_key IS NOT NULL OR runledger.job_gated($11 IS NOT NULL, q.queue)
+              )
         )
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-        ON CONFLICT (job_type) DO UPDATE SET
-            version = EXCLUDED.version,
-            max_attempts = EXCLUDED.max_attempts,
-            timeout_seconds = EXCLUDED.timeout_seconds,
-            priority = EXCLUDED.priority,
-            retry_base_delay_ms = EXCLUDED.retry_base_delay_ms,
-            retry_max_delay_ms = EXCLUDED.retry_max_delay_ms,
-            is_enabled = EXCLUDED.is_enabled,
-            retention_seconds = EXCLUDED.retention_seconds,
-            updated_at = now()
-        RETURNING job_type, version, max_attempts, timeout_seconds, priority,
-                  retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds,
-                  created_at, updated_at
+        SELECT job_type AS "job_type!", version AS "version!", max_attempts AS "max_attempts!",
+               timeout_seconds AS "timeout_seconds!", priority AS "priority!",
+               retry_base_delay_ms AS "retry_base_delay_ms!",
+               retry_max_delay_ms AS "retry_max_delay_ms!", is_enabled AS "is_enabled!",
+               retention_seconds, queue AS "queue!", global_concurrency,
+               created_at AS "created_at!", updated_at AS "updated_at!"
+        FROM upserted
         "#,
         upsert.job_type.as_str(),
         upsert.version,
@@ -245,10 +293,36 @@ pub async fn upsert_job_definition<'e>(
         upsert.retry_max_delay_ms,
         upsert.is_enabled,
         upsert.retention_seconds,
+        &*upsert.queue,
+        upsert.global_concurrency,
     )
     .fetch_one(executor)
     .await?;
     Ok(row)
+}
+
+/// Flags again the pending jobs of `queue` and of `job_types` after a global limit of theirs
+/// was set or removed: jobs under a limit are claimed by
+/// [`claim_limited_jobs`](crate::postgres::jobs::claim_limited_jobs) only.
+pub(crate) async fn refresh_job_gates<'e>(
+    executor: impl PgExecutor<'e>,
+    queue: Option<&str>,
+    job_types: &[String],
+) -> Result<()> {
+    sqlx::query!(
+        "SELECT runledger.refresh_job_gates($1, $2)",
+        queue,
+        job_types
+    )
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
+/// A queue name: refused with `job.invalid_queue` when blank, longer than 255 characters or
+/// containing NUL.
+pub(crate) fn check_queue_name(queue: &str) -> Result<()> {
+    crate::postgres::input::check_key(queue, "job.invalid_queue", "a queue name")
 }
 
 /// Reads one definition.
@@ -261,7 +335,7 @@ pub async fn get_job_definition<'e>(
         r#"
         SELECT job_type, version, max_attempts, timeout_seconds, priority,
                retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds,
-                  created_at, updated_at
+                  queue, global_concurrency, created_at, updated_at
         FROM runledger.job_definitions
         WHERE job_type = $1
         "#,
@@ -279,7 +353,7 @@ pub async fn list_job_definitions<'e>(executor: impl PgExecutor<'e>) -> Result<V
         r#"
         SELECT job_type, version, max_attempts, timeout_seconds, priority,
                retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds,
-                  created_at, updated_at
+                  queue, global_concurrency, created_at, updated_at
         FROM runledger.job_definitions
         ORDER BY job_type
         "#,
@@ -314,7 +388,7 @@ where
           ))
         RETURNING job_type, version, max_attempts, timeout_seconds, priority,
                   retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds,
-                  created_at, updated_at
+                  queue, global_concurrency, created_at, updated_at
         "#,
         job_type,
         is_enabled,
@@ -363,6 +437,8 @@ pub async fn sync_job_definitions(
     let caps: Vec<i64> = definitions.iter().map(|d| d.retry_max_delay_ms).collect();
     let enabled: Vec<bool> = definitions.iter().map(|d| d.is_enabled).collect();
     let retentions: Vec<Option<i32>> = definitions.iter().map(|d| d.retention_seconds).collect();
+    let queues: Vec<&str> = definitions.iter().map(|d| &*d.queue).collect();
+    let limits: Vec<Option<i32>> = definitions.iter().map(|d| d.global_concurrency).collect();
 
     let mut tx = pool.begin().await?;
     if exact_scope.is_some() {
@@ -373,15 +449,29 @@ pub async fn sync_job_definitions(
         .execute(&mut *tx)
         .await?;
     }
+    // Types whose global limit changes: their pending jobs are flagged again below.
+    let relimited = sqlx::query_scalar!(
+        r#"
+        SELECT d.job_type AS "job_type!"
+        FROM unnest($1::text[], $2::int4[]) AS u(job_type, global_concurrency)
+        JOIN runledger.job_definitions d ON d.job_type = u.job_type
+        WHERE d.global_concurrency IS DISTINCT FROM u.global_concurrency
+        "#,
+        &job_types as &[&str],
+        &limits as &[Option<i32>],
+    )
+    .fetch_all(&mut *tx)
+    .await?;
     sqlx::query!(
         r#"
         INSERT INTO runledger.job_definitions AS d (
             job_type, version, max_attempts, timeout_seconds, priority,
-            retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds
+            retry_base_delay_ms, retry_max_delay_ms, is_enabled, retention_seconds, queue,
+            global_concurrency
         )
         SELECT * FROM unnest(
             $1::text[], $2::int4[], $3::int4[], $4::int4[], $5::int4[],
-            $6::int8[], $7::int8[], $8::bool[], $10::int4[]
+            $6::int8[], $7::int8[], $8::bool[], $10::int4[], $11::text[], $12::int4[]
         )
         ON CONFLICT (job_type) DO UPDATE SET
             version = EXCLUDED.version,
@@ -389,6 +479,8 @@ pub async fn sync_job_definitions(
             timeout_seconds = EXCLUDED.timeout_seconds,
             priority = EXCLUDED.priority,
             retention_seconds = EXCLUDED.retention_seconds,
+            queue = EXCLUDED.queue,
+            global_concurrency = EXCLUDED.global_concurrency,
             is_enabled = CASE WHEN $9 THEN EXCLUDED.is_enabled
                               ELSE d.is_enabled AND EXCLUDED.is_enabled END,
             updated_at = now()
@@ -403,9 +495,14 @@ pub async fn sync_job_definitions(
         &enabled,
         exact_scope.is_some(),
         &retentions as &[Option<i32>],
+        &queues as &[&str],
+        &limits as &[Option<i32>],
     )
     .execute(&mut *tx)
     .await?;
+    if !relimited.is_empty() {
+        refresh_job_gates(&mut *tx, None, &relimited).await?;
+    }
 
     let mut disabled = match exact_scope {
         Some(scope) => {

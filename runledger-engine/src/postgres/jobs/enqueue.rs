@@ -48,6 +48,9 @@ pub struct JobEnqueue<'a> {
     pub delay: Option<std::time::Duration>,
     /// The user who asked for the job, if any (an opaque id).
     pub created_by_user_id: Option<Uuid>,
+    /// An execution resource the job holds while it runs: at most one job holding a given key
+    /// runs at a time across all workers (1 to 255 characters, not blank, no NUL).
+    pub resource_key: Option<&'a str>,
     /// The instant `delay` counts from; now when `None`. A promoted intent counts its delay
     /// from when it was recorded, not from when a worker promoted it.
     pub(crate) delay_from: Option<DateTime<Utc>>,
@@ -67,6 +70,7 @@ impl<'a> JobEnqueue<'a> {
             run_at: None,
             delay: None,
             created_by_user_id: None,
+            resource_key: None,
             delay_from: None,
         }
     }
@@ -80,6 +84,14 @@ impl<'a> JobEnqueue<'a> {
     /// Sets the idempotency key.
     pub fn idempotency_key(mut self, key: &'a str) -> Self {
         self.idempotency_key = Some(key);
+        self
+    }
+
+    /// Names an execution resource the job holds while it runs: at most one job holding
+    /// `key` runs at a time across all workers (a printer, an account being synchronised, a
+    /// tenant's migration). Others wait `PENDING`, spending no attempt.
+    pub fn resource_key(mut self, key: &'a str) -> Self {
+        self.resource_key = Some(key);
         self
     }
 
@@ -141,6 +153,9 @@ impl<'a> JobEnqueue<'a> {
         if let Some(key) = self.idempotency_key {
             check_key(key, "job.invalid_idempotency_key", "the idempotency key")?;
         }
+        if let Some(key) = self.resource_key {
+            check_key(key, "job.invalid_resource_key", "the resource key")?;
+        }
         check_payload(self.payload, "the payload")?;
         if let Some(run_at) = self.run_at {
             check_timestamp(run_at, "job.invalid_run_at", "run_at")?;
@@ -168,7 +183,7 @@ impl<'a> JobEnqueue<'a> {
     /// The canonical snapshot stored with a keyed job: everything that defines the request.
     /// JSONB equality ignores key order, so a reordered payload is the same request.
     pub(crate) fn snapshot(&self) -> Value {
-        json!({
+        let mut snapshot = json!({
             "job_type": self.job_type.as_str(),
             "payload": self.payload,
             "organization_id": self.organization_id,
@@ -178,7 +193,12 @@ impl<'a> JobEnqueue<'a> {
             "run_at": self.run_at,
             "delay_ms": self.delay.filter(|_| self.run_at.is_none()).map(|d| d.as_millis()),
             "created_by_user_id": self.created_by_user_id,
-        })
+        });
+        // Only when set, so that snapshots stored before resource keys existed still match.
+        if let (Some(key), Value::Object(fields)) = (self.resource_key, &mut snapshot) {
+            fields.insert("resource_key".to_owned(), Value::from(key));
+        }
+        snapshot
     }
 }
 
@@ -290,7 +310,8 @@ pub(crate) async fn enqueue_on(
                   AND current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted')
             ),
             definitions AS (
-                SELECT job_type, priority, max_attempts, timeout_seconds
+                SELECT job_type, priority, max_attempts, timeout_seconds, queue,
+                       runledger.job_is_limited(job_type, queue) AS gated
                 FROM runledger.job_definitions
                 WHERE job_type = ANY($13::text[]) AND is_enabled
             ),
@@ -304,19 +325,22 @@ pub(crate) async fn enqueue_on(
                 INSERT INTO runledger.job_queue (
                     id, job_type, organization_id, payload, priority, max_attempts,
                     timeout_seconds, next_run_at, idempotency_key, enqueue_request,
-                    created_by_user_id
+                    created_by_user_id, queue, resource_key, gated
                 )
                 SELECT i.id, i.job_type, i.organization_id, i.payload,
                        coalesce(i.priority, d.priority),
                        coalesce(i.max_attempts, d.max_attempts),
                        coalesce(i.timeout_seconds, d.timeout_seconds),
                        coalesce(i.run_at, now()),
-                       i.idempotency_key, i.enqueue_request, i.created_by_user_id
+                       i.idempotency_key, i.enqueue_request, i.created_by_user_id, d.queue,
+                       i.resource_key, d.gated OR i.resource_key IS NOT NULL
                 FROM unnest(
                     $1::uuid[], $2::text[], $3::uuid[], $4::jsonb[], $5::int4[], $6::int4[],
-                    $7::int4[], $8::timestamptz[], $9::text[], $10::jsonb[], $11::uuid[]
+                    $7::int4[], $8::timestamptz[], $9::text[], $10::jsonb[], $11::uuid[],
+                    $14::text[]
                 ) AS i(id, job_type, organization_id, payload, priority, max_attempts,
-                       timeout_seconds, run_at, idempotency_key, enqueue_request, created_by_user_id)
+                       timeout_seconds, run_at, idempotency_key, enqueue_request, created_by_user_id,
+                       resource_key)
                 JOIN definitions d ON d.job_type = i.job_type
                 WHERE NOT EXISTS (SELECT 1 FROM missing) AND NOT EXISTS (SELECT 1 FROM refused)
                 ON CONFLICT (
@@ -344,6 +368,7 @@ pub(crate) async fn enqueue_on(
             &columns.created_by as &[Option<Uuid>],
             keyed,
             &columns.distinct_types as &[&str],
+            &columns.resource_keys as &[Option<&str>],
         )
         .fetch_one(&mut *conn)
         .await?;
@@ -457,6 +482,7 @@ struct Columns<'a> {
     keys: Vec<Option<&'a str>>,
     snapshots: Vec<Option<Value>>,
     created_by: Vec<Option<Uuid>>,
+    resource_keys: Vec<Option<&'a str>>,
     /// Each job type once, for the definition check.
     distinct_types: Vec<&'a str>,
 }
@@ -479,6 +505,7 @@ impl<'a> Columns<'a> {
                 .map(|r| r.idempotency_key.map(|_| r.snapshot()))
                 .collect(),
             created_by: picked().map(|r| r.created_by_user_id).collect(),
+            resource_keys: picked().map(|r| r.resource_key).collect(),
             distinct_types: picked()
                 .map(|r| r.job_type.as_str())
                 .collect::<BTreeSet<_>>()

@@ -95,9 +95,9 @@ where
                 INSERT INTO runledger.job_enqueue_intents (
                     id, job_type, organization_id, idempotency_key, payload, priority,
                     max_attempts, timeout_seconds, run_at, delay_ms, created_by_user_id,
-                    enqueue_request
+                    enqueue_request, resource_key
                 )
-                SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12
+                SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
                 WHERE NOT EXISTS (SELECT 1 FROM refused)
                 ON CONFLICT (
                     coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid),
@@ -122,6 +122,7 @@ where
             delay_ms,
             request.created_by_user_id,
             &snapshot,
+            request.resource_key,
         )
         .fetch_one(&mut *conn)
         .await?;
@@ -400,6 +401,7 @@ struct DueIntent {
     run_at: Option<DateTime<Utc>>,
     delay_ms: Option<i64>,
     created_by_user_id: Option<Uuid>,
+    resource_key: Option<String>,
     created_at: DateTime<Utc>,
 }
 
@@ -413,6 +415,7 @@ impl DueIntent {
         request.max_attempts = self.max_attempts;
         request.timeout_seconds = self.timeout_seconds;
         request.created_by_user_id = self.created_by_user_id;
+        request.resource_key = self.resource_key.as_deref();
         match (self.run_at, self.delay_ms) {
             (Some(run_at), _) => request = request.run_at(run_at),
             (None, Some(delay_ms)) => {
@@ -498,7 +501,7 @@ async fn claim_due(
         r#"
         SELECT i.id, i.job_type, i.organization_id, i.idempotency_key, i.payload, i.priority,
                i.max_attempts, i.timeout_seconds, i.run_at, i.delay_ms, i.created_by_user_id,
-               i.created_at
+               i.resource_key, i.created_at
         FROM runledger.job_enqueue_intents i
         WHERE i.status = 'PENDING' AND i.job_type = ANY($1) AND i.next_attempt_at <= now()
           AND EXISTS (

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::PgExecutor;
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use crate::core::jobs::limits::{
@@ -45,6 +45,9 @@ pub struct ClaimRequest<'a> {
     pub worker_id: &'a str,
     /// Only these job types (the ones the worker has handlers for); `None` claims any type.
     pub job_types: Option<&'a [String]>,
+    /// Only jobs of these queues; `None` claims from every queue. Paused queues are skipped
+    /// either way.
+    pub queues: Option<&'a [String]>,
     /// At most this many jobs (the worker's free capacity).
     pub limit: i64,
     /// Lease length; heartbeats extend it.
@@ -60,6 +63,7 @@ impl<'a> ClaimRequest<'a> {
         Self {
             worker_id,
             job_types: None,
+            queues: None,
             limit,
             lease_ttl,
             unflushed_commit: false,
@@ -82,6 +86,12 @@ impl<'a> ClaimRequest<'a> {
         self.job_types = Some(job_types);
         self
     }
+
+    /// Restricts the claim to jobs of these queues.
+    pub fn queues(mut self, queues: &'a [String]) -> Self {
+        self.queues = Some(queues);
+        self
+    }
 }
 
 /// A job leased to a worker.
@@ -92,6 +102,10 @@ pub struct ClaimedJob {
     pub id: JobId,
     /// Its type.
     pub job_type: String,
+    /// The queue it was claimed from.
+    pub queue: String,
+    /// The execution resource it holds while leased, if any.
+    pub resource_key: Option<String>,
     /// Its organization.
     pub organization_id: Option<Uuid>,
     /// The payload to hand to the handler.
@@ -164,9 +178,14 @@ pub struct JobLease<'a> {
     pub worker_id: &'a str,
 }
 
-/// Claims up to `limit` claimable jobs in one round trip: `PENDING` and due, highest priority
-/// first, then oldest run time, skipping rows other workers are claiming. The attempt in
-/// progress is recorded on the job row; its `job_attempts` row is written when it ends.
+/// Claims up to `limit` claimable jobs in one round trip: `PENDING` and due, in an open queue,
+/// highest priority first, then oldest run time, skipping rows other workers are claiming. The
+/// attempt in progress is recorded on the job row; its `job_attempts` row is written when it
+/// ends.
+///
+/// Jobs under a global concurrency limit (of their queue or their type) or holding an execution
+/// resource key are left to [`claim_limited_jobs`]; a worker calls both. Jobs of a paused queue
+/// stay pending.
 ///
 /// A picked job whose payload nests deeper than
 /// [`MAX_JSON_DEPTH`](crate::core::jobs::limits::MAX_JSON_DEPTH) (stored by other means than
@@ -193,21 +212,148 @@ pub async fn claim_jobs<'e>(
     if request.limit <= 0 {
         return Ok(Vec::new());
     }
+    claim(executor, request, false).await
+}
+
+/// Claims up to `limit` jobs under a global concurrency limit or holding an execution resource
+/// key, as [`claim_jobs`] does for the others, never leasing more jobs of a limited queue or job
+/// type than its limit allows across all workers, nor a job whose resource key a leased job
+/// holds (nor two jobs of one key at once). The key is held by the leased job row itself: any
+/// end of the lease (success, failure or retry, cancel, the reaper) frees it.
+///
+/// A cheap check comes first: when no such job is due it returns at once. Otherwise the claim
+/// runs in a transaction that first takes one advisory lock shared by every limited claim, so
+/// that the claim counts the leased jobs after the previous limited claim committed. Jobs over
+/// their limit or behind a busy key stay `PENDING` and spend no attempt.
+pub async fn claim_limited_jobs(
+    pool: &PgPool,
+    request: &ClaimRequest<'_>,
+) -> Result<Vec<ClaimedJob>> {
+    validate_worker_id(request.worker_id)?;
+    if request.limit <= 0 {
+        return Ok(Vec::new());
+    }
+    let due = sqlx::query_scalar!(
+        r#"
+        SELECT EXISTS (
+            SELECT 1 FROM runledger.job_queue
+            WHERE status = 'PENDING' AND gated AND next_run_at <= now()
+              AND ($1::text[] IS NULL OR job_type = ANY($1))
+              AND ($2::text[] IS NULL OR queue = ANY($2))
+        ) AS "due!"
+        "#,
+        request.job_types as Option<&[String]>,
+        request.queues as Option<&[String]>,
+    )
+    .fetch_one(pool)
+    .await?;
+    if !due {
+        return Ok(Vec::new());
+    }
+    let mut tx = pool.begin().await?;
+    sqlx::query!("SELECT pg_advisory_xact_lock($1)", LIMITED_CLAIM_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    let claimed = claim(&mut *tx, request, true).await?;
+    tx.commit().await?;
+    Ok(claimed)
+}
+
+/// The advisory lock every limited claim holds for its transaction ("runledger.gated").
+const LIMITED_CLAIM_LOCK: i64 = 0x7275_6e6c_6761_7465;
+
+/// The claim statement. `gated` selects which jobs it reads: the ungated ones through the claim
+/// index (the limited branch is a one-time filter that is never run), or the gated ones within
+/// their limits.
+async fn claim<'e>(
+    executor: impl PgExecutor<'e>,
+    request: &ClaimRequest<'_>,
+    gated: bool,
+) -> Result<Vec<ClaimedJob>> {
     crate::postgres::refresh_tcp_nodelay();
     let rows = sqlx::query_as!(
         ClaimedJob,
         r#"
-        WITH picked AS (
-            SELECT id, runledger.json_too_deep(payload) AS unreadable
+        WITH open_pick AS (
+            SELECT q.id, runledger.json_too_deep(q.payload) AS unreadable
+            FROM runledger.job_queue q
+            WHERE NOT $6
+              AND q.status = 'PENDING' AND NOT q.gated
+              AND q.next_run_at <= now()
+              AND ($1::text[] IS NULL OR q.job_type = ANY($1))
+              AND ($5::text[] IS NULL OR q.queue = ANY($5))
+              AND NOT EXISTS (
+                  SELECT 1 FROM runledger.job_queues c WHERE c.name = q.queue AND c.is_paused
+              )
+            ORDER BY q.priority DESC, q.next_run_at, q.id
+            LIMIT $2
+            FOR UPDATE OF q SKIP LOCKED
+        ),
+        running AS (
+            SELECT queue, job_type
             FROM runledger.job_queue
-            WHERE status = 'PENDING'
-              AND next_run_at <= now()
-              AND ($1::text[] IS NULL OR job_type = ANY($1))
-              AND ($5::bool IS NOT TRUE
-                   OR (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL)
+            WHERE $6 AND status = 'LEASED'
+        ),
+        queue_room AS (
+            SELECT c.name,
+                   c.global_concurrency - (SELECT count(*) FROM running r WHERE r.queue = c.name) AS room
+            FROM runledger.job_queues c
+            WHERE $6 AND c.global_concurrency IS NOT NULL
+        ),
+        type_room AS (
+            SELECT d.job_type,
+                   d.global_concurrency - (SELECT count(*) FROM running r WHERE r.job_type = d.job_type) AS room
+            FROM runledger.job_definitions d
+            WHERE $6 AND d.global_concurrency IS NOT NULL
+        ),
+        gated_candidates AS (
+            SELECT q.id, q.queue, q.job_type, q.resource_key, q.priority, q.next_run_at,
+                   runledger.json_too_deep(q.payload) AS unreadable
+            FROM runledger.job_queue q
+            WHERE $6
+              AND q.status = 'PENDING' AND q.gated
+              AND q.next_run_at <= now()
+              AND ($1::text[] IS NULL OR q.job_type = ANY($1))
+              AND ($5::text[] IS NULL OR q.queue = ANY($5))
+              AND NOT EXISTS (
+                  SELECT 1 FROM runledger.job_queues c WHERE c.name = q.queue AND c.is_paused
+              )
+              AND NOT EXISTS (SELECT 1 FROM queue_room r WHERE r.name = q.queue AND r.room <= 0)
+              AND NOT EXISTS (SELECT 1 FROM type_room r WHERE r.job_type = q.job_type AND r.room <= 0)
+              AND (q.resource_key IS NULL OR NOT EXISTS (
+                  SELECT 1 FROM runledger.job_queue holder
+                  WHERE holder.resource_key = q.resource_key AND holder.status = 'LEASED'
+              ))
+            ORDER BY q.priority DESC, q.next_run_at, q.id
+            LIMIT $2 * 4
+            FOR UPDATE OF q SKIP LOCKED
+        ),
+        gated_pick AS (
+            SELECT id, unreadable
+            FROM (
+                SELECT c.id, c.unreadable, c.priority, c.next_run_at, qr.room AS queue_room,
+                       tr.room AS type_room,
+                       row_number() OVER (PARTITION BY c.queue
+                                          ORDER BY c.priority DESC, c.next_run_at, c.id) AS in_queue,
+                       row_number() OVER (PARTITION BY c.job_type
+                                          ORDER BY c.priority DESC, c.next_run_at, c.id) AS in_type,
+                       c.resource_key,
+                       row_number() OVER (PARTITION BY c.resource_key
+                                          ORDER BY c.priority DESC, c.next_run_at, c.id) AS in_resource
+                FROM gated_candidates c
+                LEFT JOIN queue_room qr ON qr.name = c.queue
+                LEFT JOIN type_room tr ON tr.job_type = c.job_type
+            ) ranked
+            WHERE (queue_room IS NULL OR in_queue <= queue_room)
+              AND (type_room IS NULL OR in_type <= type_room)
+              AND (resource_key IS NULL OR in_resource = 1)
             ORDER BY priority DESC, next_run_at, id
             LIMIT $2
-            FOR UPDATE SKIP LOCKED
+        ),
+        picked AS (
+            SELECT id, unreadable FROM open_pick
+            UNION ALL
+            SELECT id, unreadable FROM gated_pick
         ),
         refused AS (
             UPDATE runledger.job_queue q
@@ -247,13 +393,17 @@ pub async fn claim_jobs<'e>(
                 updated_at = now()
             FROM picked
             WHERE q.id = picked.id AND NOT picked.unreadable
+              AND ($7::bool IS NOT TRUE
+                   OR (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL)
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.priority, q.attempt,
                       q.attempt_floor, q.max_attempts, q.timeout_seconds, q.worker_id,
                       q.lease_expires_at, q.next_run_at, q.workflow_run_id, q.workflow_step_id,
-                      q.workflow_step_key, q.checkpoint
+                      q.workflow_step_key, q.queue, q.resource_key, q.checkpoint
         )
         SELECT id AS "id: JobId",
                job_type,
+               queue,
+               resource_key,
                organization_id,
                payload,
                priority,
@@ -274,6 +424,8 @@ pub async fn claim_jobs<'e>(
         request.limit,
         request.worker_id,
         request.lease_ttl.as_secs_f64(),
+        request.queues as Option<&[String]>,
+        gated,
         request.unflushed_commit,
     )
     .fetch_all(executor)

@@ -14,6 +14,7 @@ mod lease;
 mod logs;
 mod metrics;
 mod payload_edit;
+mod queues;
 mod reads;
 mod replay;
 mod retention;
@@ -31,7 +32,7 @@ pub use continuation::{
     JobContinuationOutcome, JobContinued, MAX_CONTINUATION_DELAY, continue_jobs,
 };
 pub use definitions::{
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_BASE_DELAY_MS, DEFAULT_RETRY_MAX_DELAY_MS,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, DEFAULT_RETRY_BASE_DELAY_MS, DEFAULT_RETRY_MAX_DELAY_MS,
     DEFAULT_TIMEOUT_SECONDS, JobDefinition, JobDefinitionUpsert, MAX_RETRY_DELAY_MS,
     get_job_definition, list_job_definitions, set_job_definition_enabled, sync_job_definitions,
     upsert_job_definition,
@@ -45,8 +46,9 @@ pub use intents::{
 };
 pub use lease::{
     ClaimRequest, ClaimedJob, JobFailureDisposition, JobLease, JobSuccess, MAX_ERROR_MESSAGE_CHARS,
-    claim_jobs, complete_job_failure, complete_job_success, complete_jobs_success, heartbeat_job,
-    heartbeat_jobs, mark_job_running, mark_jobs_running, update_job_progress,
+    claim_jobs, claim_limited_jobs, complete_job_failure, complete_job_success,
+    complete_jobs_success, heartbeat_job, heartbeat_jobs, mark_job_running, mark_jobs_running,
+    update_job_progress,
 };
 pub use reads::{
     DeadLetterListFilter, JobAttempt, JobDeadLetter, JobEvent, JobListFilter, JobPage, JobRecord,
@@ -59,6 +61,9 @@ pub use logs::{JobLogListFilter, JobLogRecord, append_job_logs, list_job_logs};
 pub use metrics::{JobMetrics, get_job_metrics};
 pub use payload_edit::{
     JobPayloadUpdateRejection, JobPayloadUuidArrayFieldUpdate, update_job_payload_uuid_array_field,
+};
+pub use queues::{
+    QueueSettings, list_queue_settings, pause_queue, resume_queue, set_queue_global_concurrency,
 };
 pub use replay::{JobReplay, JobReplayRecord, ReplayedJob, list_job_replays, replay_job};
 pub use retention::{PruneBatch, PruneCounts, count_prunable, prune_batch};

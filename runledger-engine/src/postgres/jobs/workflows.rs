@@ -188,6 +188,8 @@ async fn insert_steps(
     let continuations: Vec<bool> = steps.iter().map(|s| s.allow_continuation).collect();
     let orgs: Vec<Option<Uuid>> = steps.iter().map(|s| s.organization_id).collect();
     let metadata: Vec<Value> = steps.iter().map(|s| s.metadata.as_ref().clone()).collect();
+    let resource_keys: Vec<Option<&str>> =
+        steps.iter().map(|s| s.resource_key.as_deref()).collect();
     let deps: Vec<i32> = steps
         .iter()
         .map(|s| i32::try_from(s.dependencies.len()).unwrap_or(i32::MAX))
@@ -197,16 +199,18 @@ async fn insert_steps(
         INSERT INTO runledger.workflow_steps (
             id, workflow_run_id, step_key, step_kind, job_type, payload, priority, max_attempts,
             timeout_seconds, stage, organization_id, metadata, deps_total, deps_pending,
-            continuation_allowed
+            continuation_allowed, resource_key
         )
         SELECT s.id, $1, s.step_key, s.step_kind, s.job_type, s.payload, s.priority,
                s.max_attempts, s.timeout_seconds, s.stage, s.organization_id, s.metadata,
-               s.deps, s.deps, s.continuation_allowed
+               s.deps, s.deps, s.continuation_allowed, s.resource_key
         FROM unnest(
             $2::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::int4[], $8::int4[],
-            $9::int4[], $10::text[], $11::uuid[], $12::jsonb[], $13::int4[], $14::bool[]
+            $9::int4[], $10::text[], $11::uuid[], $12::jsonb[], $13::int4[], $14::bool[],
+            $15::text[]
         ) AS s(id, step_key, step_kind, job_type, payload, priority, max_attempts,
-               timeout_seconds, stage, organization_id, metadata, deps, continuation_allowed)
+               timeout_seconds, stage, organization_id, metadata, deps, continuation_allowed,
+               resource_key)
         "#,
         run_id,
         &step_ids,
@@ -222,6 +226,7 @@ async fn insert_steps(
         &metadata,
         &deps,
         &continuations,
+        &resource_keys as &[Option<&str>],
     )
     .execute(&mut *conn)
     .await?;

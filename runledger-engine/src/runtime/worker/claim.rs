@@ -1,6 +1,10 @@
 //! The claim loops: claim up to the free capacity, spawn a task per job, claim again at once
 //! while claims find work, otherwise wait for a notification or the poll interval.
 //!
+//! Each lane (a served queue, or every queue) runs `claim_parallelism` loops for ordinary jobs
+//! and one for jobs under a global limit or holding a resource key, which is also woken when
+//! the outcome of one of its jobs is written (that frees the job's global slot).
+//!
 //! Two bounds gate a claim: free concurrency slots (a slot is held while a handler runs, and
 //! freed when it returns) and room for unpersisted outcomes (held until the completer has
 //! written the outcome). Freeing the slot before the outcome is written is what lets the next
@@ -9,12 +13,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{AcquireError, Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{Backoff, Finished, Inner, JobTasks};
-use crate::postgres::jobs::{ClaimedJob, claim_jobs};
+use crate::postgres::jobs::{ClaimedJob, claim_jobs, claim_limited_jobs};
 
 /// Longest a claim waits for more slots to come free once at least one is (see
 /// [`Claimer::reserve`]).
@@ -31,15 +35,50 @@ fn top_up(semaphore: &Arc<Semaphore>, held: &mut OwnedSemaphorePermit, target: u
     }
 }
 
-/// One claim loop. Several share the worker's capacity.
+/// A share of the worker's capacity serving some queues (all of them when `queues` is `None`),
+/// with its own concurrency slots and claim loops.
+pub(super) struct Lane {
+    pub(super) queues: Option<Vec<String>>,
+    pub(super) concurrency: u32,
+}
+
+/// A job's room among the unpersisted outcomes, held until its outcome is written; then the
+/// limited claim loop that claimed it, if any, is woken, since the job's global slot is free.
+pub(super) struct OutcomeHold {
+    _permit: OwnedSemaphorePermit,
+    freed: Option<Arc<Notify>>,
+}
+
+impl Drop for OutcomeHold {
+    fn drop(&mut self) {
+        if let Some(freed) = &self.freed {
+            freed.notify_one();
+        }
+    }
+}
+
+/// Waits for `freed`, or forever without one.
+async fn notified(freed: Option<&Notify>) {
+    match freed {
+        Some(freed) => freed.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One claim loop. Several share a lane's capacity: the ones claiming jobs under no global
+/// limit, and one claiming the others (`freed` is set).
 pub(super) struct Claimer {
     pub(super) inner: Arc<Inner>,
+    pub(super) lane: Arc<Lane>,
     pub(super) capacity: Arc<Semaphore>,
     pub(super) unpersisted: Arc<Semaphore>,
     pub(super) wake: watch::Receiver<u64>,
     pub(super) jobs: JobTasks,
     pub(super) finished: mpsc::UnboundedSender<Finished>,
     pub(super) hard_stop: CancellationToken,
+    /// Set for the loop claiming jobs under a global limit: notified when the outcome of one
+    /// of its jobs is written.
+    pub(super) freed: Option<Arc<Notify>>,
 }
 
 impl Claimer {
@@ -56,9 +95,15 @@ impl Claimer {
                 break;
             };
             let want = slots.num_permits();
-            let claimed = match claim_jobs(&self.inner.pool, &self.inner.claim_request(want as i64))
-                .await
-            {
+            let request = self
+                .inner
+                .claim_request(want as i64, self.lane.queues.as_deref());
+            let claimed = if self.freed.is_some() {
+                claim_limited_jobs(&self.inner.pool, &request).await
+            } else {
+                claim_jobs(&self.inner.pool, &request).await
+            };
+            let claimed = match claimed {
                 Ok(claimed) => {
                     backoff.reset();
                     claimed
@@ -100,6 +145,7 @@ impl Claimer {
                     }
                 }
                 () = tokio::time::sleep(config.poll_interval) => {}
+                () = notified(self.freed.as_deref()) => {}
                 () = shutdown.cancelled() => break,
             }
         }
@@ -114,7 +160,7 @@ impl Claimer {
     /// costing a round trip each.
     async fn reserve(&self) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), AcquireError> {
         let config = &self.inner.config;
-        let share = (config.max_concurrency / config.claim_parallelism).max(1) as usize;
+        let share = (self.lane.concurrency / config.claim_parallelism).max(1) as usize;
         let target = (config.claim_batch_size as usize)
             .min(share)
             .min(config.max_unpersisted_outcomes);
@@ -157,6 +203,7 @@ impl Claimer {
         let inner = Arc::clone(&self.inner);
         let finished = self.finished.clone();
         let hard_stop = self.hard_stop.clone();
+        let freed = self.freed.clone();
         self.jobs.spawn(
             async move {
                 let done = inner.execute(job, lost, hard_stop).await;
@@ -164,7 +211,10 @@ impl Claimer {
                 // waits for the completer.
                 drop(slot);
                 if let Some(mut done) = done {
-                    done.permit = Some(outcome);
+                    done.permit = Some(OutcomeHold {
+                        _permit: outcome,
+                        freed,
+                    });
                     // The completer outlives every job task; a send error means it is gone.
                     let _ = finished.send(done);
                 }

@@ -1,6 +1,6 @@
-//! The worker loop: claim registered job types up to free capacity, run each handler in its
-//! own task (timeouts and panics contained per job), heartbeat every lease in one statement,
-//! and flush outcomes in batches.
+//! The worker loop: claim registered job types up to free capacity (per served queue, each
+//! queue a lane with its own slots), run each handler in its own task (timeouts and panics
+//! contained per job), heartbeat every lease in one statement, and flush outcomes in batches.
 //!
 //! One module per part: `claim` (the claim loops), `execute` (running one handler),
 //! `heartbeat`, `completer` (persisting outcomes, isolating a row PostgreSQL refuses) and
@@ -19,18 +19,20 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::core::jobs::{JobCompletion, JobFailure, JobFailureKind, JobId};
 use crate::postgres::jobs::{
-    ClaimRequest, ClaimedJob, JobFailureDisposition, claim_jobs, mark_jobs_running,
+    ClaimRequest, ClaimedJob, JobFailureDisposition, claim_jobs, claim_limited_jobs,
+    mark_jobs_running,
 };
 use crate::runtime::config::{JobsConfig, JobsConfigError, check_pool_size, warn_if_pool_small};
 use crate::runtime::error::{RuntimeLoopExit, WorkerError};
 use crate::runtime::job_logs::LogBuffer;
 use crate::runtime::observer::{JobLifecycleObservers, ObservedJob};
+use crate::runtime::queues::QueueConcurrency;
 use crate::runtime::registry::JobRegistry;
 use crate::runtime::tasks::{TaskSpawner, TaskTree};
 
@@ -61,8 +63,11 @@ pub struct WorkerConfig {
     pub claim_batch_size: u32,
     /// Lease length.
     pub lease_ttl: Duration,
-    /// Most handlers running at once.
+    /// Most handlers running at once, when `queues` is empty.
     pub max_concurrency: u32,
+    /// The queues served, each with its own concurrency; empty serves every queue within
+    /// `max_concurrency`.
+    pub queues: Vec<QueueConcurrency>,
     /// Pause between heartbeats (a third of the lease by default).
     pub heartbeat_interval: Duration,
     /// How long a success may wait for others before the batch is flushed.
@@ -93,6 +98,7 @@ impl WorkerConfig {
             claim_batch_size: config.claim_batch_size,
             lease_ttl: config.lease_ttl,
             max_concurrency: config.max_global_concurrency,
+            queues: config.queues.clone(),
             heartbeat_interval: config.lease_ttl / 3,
             completion_flush_interval: DEFAULT_COMPLETION_FLUSH_INTERVAL,
             completion_batch_size: DEFAULT_COMPLETION_BATCH_SIZE,
@@ -136,17 +142,44 @@ impl WorkerConfig {
         if self.max_unpersisted_outcomes == 0 {
             return invalid("max_unpersisted_outcomes", "must be at least 1");
         }
-        Ok(())
+        crate::runtime::queues::check_queues(&self.queues)
+    }
+
+    /// The worker's lanes: one per served queue, or one for every queue.
+    fn lanes(&self) -> Vec<claim::Lane> {
+        if self.queues.is_empty() {
+            return vec![claim::Lane {
+                queues: None,
+                concurrency: self.max_concurrency,
+            }];
+        }
+        self.queues
+            .iter()
+            .map(|queue| claim::Lane {
+                queues: Some(vec![queue.name.clone()]),
+                concurrency: queue.concurrency,
+            })
+            .collect()
+    }
+
+    /// Handlers the worker may run at once: the sum of its queues' concurrencies, or
+    /// `max_concurrency` when it serves every queue.
+    pub fn total_concurrency(&self) -> u32 {
+        self.lanes()
+            .iter()
+            .fold(0_u32, |sum, lane| sum.saturating_add(lane.concurrency))
     }
 
     /// Connections the worker's own loops may hold at once: the LISTEN connection, one per
-    /// claim loop and per concurrent flush, the heartbeat and the log flusher. Size the pool
+    /// claim loop (each served queue has `claim_parallelism` of them and one for jobs under a
+    /// global limit) and per concurrent flush, the heartbeat and the log flusher. Size the pool
     /// above this by what handlers use themselves (and add the reaper's and the scheduler's
     /// one each under a `Supervisor`).
     pub fn connections_used(&self) -> u32 {
         let flushes = u32::try_from(self.flushes_in_flight).unwrap_or(u32::MAX);
+        let lanes = u32::try_from(self.lanes().len()).unwrap_or(u32::MAX);
         3_u32
-            .saturating_add(self.claim_parallelism)
+            .saturating_add(lanes.saturating_mul(self.claim_parallelism.saturating_add(1)))
             .saturating_add(flushes)
     }
 }
@@ -243,7 +276,7 @@ struct Finished {
     duration: Duration,
     /// The job's share of [`WorkerConfig::max_unpersisted_outcomes`], held until the outcome
     /// is written (its concurrency slot was freed when the handler returned).
-    permit: Option<OwnedSemaphorePermit>,
+    permit: Option<claim::OutcomeHold>,
 }
 
 impl Worker {
@@ -283,8 +316,13 @@ impl Worker {
         let limit = inner
             .config
             .claim_batch_size
-            .min(inner.config.max_concurrency);
-        let claimed = claim_jobs(&inner.pool, &inner.claim_request(i64::from(limit))).await?;
+            .min(inner.config.total_concurrency());
+        let queues: Vec<String> = inner.config.queues.iter().map(|q| q.name.clone()).collect();
+        let queues = (!queues.is_empty()).then_some(queues.as_slice());
+        let mut claimed =
+            claim_jobs(&inner.pool, &inner.claim_request(i64::from(limit), queues)).await?;
+        let room = i64::from(limit) - claimed.len() as i64;
+        claimed.extend(claim_limited_jobs(&inner.pool, &inner.claim_request(room, queues)).await?);
         let order: Vec<JobId> = claimed.iter().map(|job| job.id).collect();
         inner.mark_running(&claimed).await;
         let tree = TaskTree::new();
@@ -371,22 +409,30 @@ impl Worker {
         );
 
         let jobs = JobTasks::new(tasks);
-        let capacity = Arc::new(Semaphore::new(inner.config.max_concurrency as usize));
         let unpersisted = Arc::new(Semaphore::new(inner.config.max_unpersisted_outcomes));
-        let claimers: Vec<_> = (0..inner.config.claim_parallelism)
-            .map(|_| {
+        let mut claimers = Vec::new();
+        for lane in inner.config.lanes() {
+            let lane = Arc::new(lane);
+            let capacity = Arc::new(Semaphore::new(lane.concurrency as usize));
+            // The lane's claim loops, and one more for its jobs under a global limit, woken
+            // when the outcome of one of those is written.
+            let limited = (0..=inner.config.claim_parallelism)
+                .map(|index| (index == 0).then(|| Arc::new(tokio::sync::Notify::new())));
+            for freed in limited {
                 let claimer = claim::Claimer {
                     inner: Arc::clone(&inner),
+                    lane: Arc::clone(&lane),
                     capacity: Arc::clone(&capacity),
                     unpersisted: Arc::clone(&unpersisted),
                     wake: wake_rx.clone(),
                     jobs: jobs.clone(),
                     finished: finished_tx.clone(),
                     hard_stop: hard_stop.clone(),
+                    freed,
                 };
-                tasks.spawn(claimer.run(shutdown.clone()).in_current_span())
-            })
-            .collect();
+                claimers.push(tasks.spawn(claimer.run(shutdown.clone()).in_current_span()));
+            }
+        }
         drop(finished_tx);
         for claimer in claimers {
             let _ = claimer.await;
@@ -490,13 +536,15 @@ impl Inner {
         }
     }
 
-    fn claim_request(&self, limit: i64) -> ClaimRequest<'_> {
-        let request = ClaimRequest::new(&self.config.worker_id, limit, self.config.lease_ttl)
+    fn claim_request<'a>(&'a self, limit: i64, queues: Option<&'a [String]>) -> ClaimRequest<'a> {
+        let mut request = ClaimRequest::new(&self.config.worker_id, limit, self.config.lease_ttl)
             .job_types(&self.job_types);
         if self.config.unflushed_claims {
-            request.unflushed_commit()
-        } else {
-            request
+            request = request.unflushed_commit();
+        }
+        match queues {
+            Some(queues) => request.queues(queues),
+            None => request,
         }
     }
 

@@ -337,6 +337,14 @@ impl<'a> WorkflowStepEnqueueBuilder<'a> {
         self
     }
 
+    /// Names an execution resource the step's job holds while it runs (job steps only): at
+    /// most one job holding `key` runs at a time across all workers; others wait `PENDING`,
+    /// spending no attempt.
+    pub fn resource_key(mut self, key: &'a str) -> Self {
+        self.step.resource_key = Some(Cow::Borrowed(key));
+        self
+    }
+
     /// Labels the step with a free-form stage name used to group steps in views.
     pub fn stage(mut self, stage: &'a str) -> Self {
         self.step.stage = Some(Cow::Borrowed(stage));

@@ -82,6 +82,9 @@ pub struct WorkflowStepEnqueue<'a> {
     pub organization_id: Option<Uuid>,
     /// Free-form step metadata.
     pub metadata: Cow<'a, Value>,
+    /// An execution resource the step's job holds while it runs (job steps only): at most one
+    /// job holding a given key runs at a time across all workers.
+    pub resource_key: Option<Cow<'a, str>>,
     /// Prerequisites.
     pub dependencies: Vec<WorkflowStepDependency<'a>>,
     /// Whether the step's job may end an attempt with a continuation (job steps only); see
@@ -104,6 +107,7 @@ impl<'a> WorkflowStepEnqueue<'a> {
             allow_continuation: false,
             organization_id: None,
             metadata: Cow::Owned(json!({})),
+            resource_key: None,
             dependencies: Vec::new(),
         }
     }
@@ -122,6 +126,7 @@ impl<'a> WorkflowStepEnqueue<'a> {
             allow_continuation: false,
             organization_id: None,
             metadata: Cow::Owned(json!({})),
+            resource_key: None,
             dependencies: Vec::new(),
         }
     }
@@ -248,6 +253,14 @@ pub enum WorkflowValidationError {
         /// The key.
         step_key: String,
     },
+    /// A step's resource key is blank, longer than 255 characters or contains NUL.
+    #[error(
+        "the resource key of step `{step_key}` must be 1 to 255 characters, not blank, without NUL"
+    )]
+    InvalidResourceKey {
+        /// The key.
+        step_key: String,
+    },
     /// A step names an organization other than its run's: a run's steps belong to the run's
     /// organization.
     #[error("step `{step_key}` belongs to another organization than its run")]
@@ -281,6 +294,7 @@ impl WorkflowValidationError {
             Self::InvalidPayload { .. } => "job.invalid_payload",
             Self::InvalidMetadata { .. } => "workflow.invalid_metadata",
             Self::InvalidStage { .. } => "workflow.invalid_stage",
+            Self::InvalidResourceKey { .. } => "job.invalid_resource_key",
             Self::StepOrganizationMismatch { .. } => "workflow.step_organization_mismatch",
         }
     }
@@ -346,6 +360,7 @@ impl WorkflowStepEnqueue<'_> {
                     || self.priority.is_some()
                     || self.max_attempts.is_some()
                     || self.timeout_seconds.is_some()
+                    || self.resource_key.is_some()
                 {
                     return Err(WorkflowValidationError::ExternalStepWithJobSettings {
                         step_key: key(),
@@ -387,6 +402,13 @@ impl WorkflowStepEnqueue<'_> {
             .is_some_and(|stage| !is_storable_text(stage))
         {
             return Err(WorkflowValidationError::InvalidStage { step_key: key() });
+        }
+        if self.resource_key.as_deref().is_some_and(|resource| {
+            resource.trim().is_empty()
+                || resource.chars().count() > 255
+                || !is_storable_text(resource)
+        }) {
+            return Err(WorkflowValidationError::InvalidResourceKey { step_key: key() });
         }
         Ok(())
     }
@@ -436,7 +458,7 @@ pub fn canonical_steps(steps: &[WorkflowStepEnqueue<'_>]) -> Value {
                 .map(|d| (d.prerequisite.as_str(), d.condition.as_str()))
                 .collect();
             dependencies.sort_unstable();
-            let mut canonical = json!({
+            let mut snapshot = json!({
                 "step_key": step.step_key.as_str(),
                 "kind": step.kind.as_str(),
                 "job_type": step.job_type.as_ref().map(JobType::as_str),
@@ -449,11 +471,14 @@ pub fn canonical_steps(steps: &[WorkflowStepEnqueue<'_>]) -> Value {
                 "metadata": step.metadata.as_ref(),
                 "dependencies": dependencies,
             });
-            // Only when set, so that snapshots taken before the setting existed still match.
+            // Only when set, so that snapshots taken before these settings existed still match.
             if step.allow_continuation {
-                canonical["allow_continuation"] = Value::Bool(true);
+                snapshot["allow_continuation"] = Value::Bool(true);
             }
-            canonical
+            if let (Some(key), Value::Object(fields)) = (&step.resource_key, &mut snapshot) {
+                fields.insert("resource_key".to_owned(), Value::from(key.as_ref()));
+            }
+            snapshot
         })
         .collect();
     Value::Array(steps)
