@@ -2,6 +2,7 @@
 //! Nothing here touches the database or spawns tasks.
 
 pub mod jobs;
+pub mod metrics;
 pub mod schedules;
 
 /// Common imports for handler code.

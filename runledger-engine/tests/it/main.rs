@@ -16,6 +16,7 @@ mod enqueue;
 mod error_codes;
 mod hostile_input;
 mod intents;
+mod metrics;
 mod properties;
 mod reads;
 mod recovery;

@@ -441,7 +441,27 @@ pub(crate) async fn enqueue_on(
             "the idempotency key is contended; retry the request",
         ));
     }
-    Ok(results.into_iter().flatten().collect())
+    let jobs: Vec<EnqueuedJob> = results.into_iter().flatten().collect();
+    count_created(requests, &jobs);
+    Ok(jobs)
+}
+
+/// Counts the jobs a statement inserted, once per job type (a batch has few types).
+fn count_created(requests: &[JobEnqueue<'_>], jobs: &[EnqueuedJob]) {
+    let mut counts: Vec<(&str, u64)> = Vec::new();
+    for (request, job) in requests.iter().zip(jobs) {
+        if !job.created {
+            continue;
+        }
+        let job_type = request.job_type.as_str();
+        match counts.iter_mut().find(|(seen, _)| *seen == job_type) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((job_type, 1)),
+        }
+    }
+    for (job_type, count) in counts {
+        crate::core::metrics::count_enqueued(job_type, count);
+    }
 }
 
 /// The request list as column arrays, for one `unnest` insert.

@@ -95,6 +95,10 @@ pub struct ClaimedJob {
     pub worker_id: String,
     /// When the lease expires unless renewed.
     pub lease_expires_at: DateTime<Utc>,
+    /// When the job became due: its enqueue, `run_at` or retry time.
+    pub due_at: DateTime<Utc>,
+    /// When this lease was granted (the database's clock, like `due_at`).
+    pub leased_at: DateTime<Utc>,
     /// The workflow run, when the job is a workflow step.
     pub workflow_run_id: Option<WorkflowRunId>,
     /// The workflow step, when the job is a workflow step.
@@ -229,8 +233,8 @@ pub async fn claim_jobs<'e>(
             WHERE q.id = picked.id AND NOT picked.unreadable
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.priority, q.attempt,
                       q.attempt_floor, q.max_attempts, q.timeout_seconds, q.worker_id,
-                      q.lease_expires_at, q.next_run_at, q.workflow_run_id, q.workflow_step_id,
-                      q.workflow_step_key
+                      q.lease_expires_at, q.leased_at, q.next_run_at, q.workflow_run_id,
+                      q.workflow_step_id, q.workflow_step_key
         )
         SELECT id AS "id: JobId",
                job_type,
@@ -243,6 +247,8 @@ pub async fn claim_jobs<'e>(
                timeout_seconds,
                worker_id AS "worker_id!",
                lease_expires_at AS "lease_expires_at!",
+               next_run_at AS due_at,
+               leased_at AS "leased_at!",
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",
                workflow_step_key

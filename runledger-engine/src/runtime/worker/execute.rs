@@ -40,6 +40,8 @@ impl Inner {
             .emit(LifecycleEvent::Running(JobRunningEvent {
                 job: observed.clone(),
             }));
+        let metrics = self.metrics.job(&job.job_type);
+        metrics.started(&job);
         let started = Instant::now();
         let outcome = match self.registry.get(&job.job_type) {
             Some(handler) => {
@@ -60,6 +62,9 @@ impl Inner {
                 "no handler is registered for this job type",
             )),
         };
+        if let Outcome::Success(_) | Outcome::Failure(_) = &outcome {
+            metrics.finished(matches!(outcome, Outcome::Success(_)), started.elapsed());
+        }
         let outcome = match outcome {
             Outcome::Success(completion) => Ok(completion),
             Outcome::Failure(failure) => Err(failure),

@@ -27,6 +27,7 @@ use crate::postgres::jobs::{ClaimRequest, ClaimedJob, JobFailureDisposition, cla
 use crate::runtime::config::{JobsConfig, JobsConfigError, check_pool_size, warn_if_pool_small};
 use crate::runtime::error::RuntimeLoopExit;
 use crate::runtime::job_logs::LogBuffer;
+use crate::runtime::metrics::WorkerMetrics;
 use crate::runtime::observer::{JobLifecycleObservers, ObservedJob};
 use crate::runtime::registry::JobRegistry;
 use crate::runtime::tasks::{TaskSpawner, TaskTree};
@@ -209,6 +210,8 @@ struct Inner {
     aborted: Mutex<Vec<JobId>>,
     /// Lines handlers log through their context, stored in batches by one task.
     logs: Arc<LogBuffer>,
+    /// Metric handles, one set per job type.
+    metrics: WorkerMetrics,
 }
 
 /// A lease the heartbeat renews, and how to stop its handler when the lease is lost.
@@ -241,6 +244,7 @@ impl Worker {
         config.validate()?;
         check_pool_size(&pool)?;
         let job_types = registry.job_types();
+        let metrics = WorkerMetrics::register(&job_types);
         Ok(Self {
             inner: Arc::new(Inner {
                 pool,
@@ -251,6 +255,7 @@ impl Worker {
                 running: Mutex::new(HashMap::new()),
                 aborted: Mutex::new(Vec::new()),
                 logs: Arc::new(LogBuffer::default()),
+                metrics,
             }),
         })
     }
@@ -264,6 +269,7 @@ impl Worker {
             .claim_batch_size
             .min(inner.config.max_concurrency);
         let claimed = claim_jobs(&inner.pool, &inner.claim_request(i64::from(limit))).await?;
+        inner.metrics.claimed(claimed.len());
         let order: Vec<JobId> = claimed.iter().map(|job| job.id).collect();
         let tree = TaskTree::new();
         let never = tree.spawner().child_token();
