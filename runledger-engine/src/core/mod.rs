@@ -4,6 +4,7 @@
 pub mod jobs;
 pub mod metrics;
 pub mod schedules;
+pub mod trace;
 
 /// Common imports for handler code.
 ///

@@ -29,4 +29,5 @@ mod schema;
 mod seed_examples;
 mod seed_rules;
 mod tenancy;
+mod trace;
 mod workflows;

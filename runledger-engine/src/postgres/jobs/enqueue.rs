@@ -10,6 +10,7 @@ use sqlx::{Acquire, Postgres};
 use uuid::Uuid;
 
 use crate::core::jobs::{JobId, JobStatus, JobType};
+use crate::core::trace::TraceContext;
 use crate::postgres::error::{Error, Result};
 use crate::postgres::input::{check_key, check_payload, check_timestamp};
 
@@ -231,6 +232,10 @@ where
 /// Enqueues many jobs in one statement, all or nothing: if any type is missing or disabled,
 /// nothing is inserted. Returns one [`EnqueuedJob`] per request, in request order.
 ///
+/// When a [trace propagator](crate::core::trace) is installed and the call runs inside a
+/// traced span, every job of the call stores that span's context, and its handler's span
+/// continues the trace. [`enqueue_job`] does the same.
+///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
 /// use runledger_engine::postgres::jobs::{enqueue_jobs, JobEnqueue};
@@ -254,6 +259,7 @@ where
     for request in requests {
         request.validate()?;
     }
+    let trace_context = crate::core::trace::current_trace_context();
     let mut conn = acquire.acquire().await?;
     // A batch with keyed requests may find a conflict after inserting the others; run it in a
     // transaction (a savepoint inside the caller's) so that an error leaves nothing behind. A
@@ -261,17 +267,20 @@ where
     let keyed = requests.iter().any(|r| r.idempotency_key.is_some());
     if requests.len() > 1 && keyed {
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        let jobs = enqueue_on(&mut tx, requests).await?;
+        let jobs = enqueue_on(&mut tx, requests, trace_context.as_ref()).await?;
         tx.commit().await?;
         Ok(jobs)
     } else {
-        enqueue_on(&mut conn, requests).await
+        enqueue_on(&mut conn, requests, trace_context.as_ref()).await
     }
 }
 
+/// Inserts `requests` on `conn`; every job stores `trace_context` (one value for the whole
+/// statement, so a batch pays nothing per row when there is none).
 pub(crate) async fn enqueue_on(
     conn: &mut sqlx::PgConnection,
     requests: &[JobEnqueue<'_>],
+    trace_context: Option<&TraceContext>,
 ) -> Result<Vec<EnqueuedJob>> {
     crate::postgres::refresh_tcp_nodelay();
     let mut results: Vec<Option<EnqueuedJob>> = vec![None; requests.len()];
@@ -304,14 +313,14 @@ pub(crate) async fn enqueue_on(
                 INSERT INTO runledger.job_queue (
                     id, job_type, organization_id, payload, priority, max_attempts,
                     timeout_seconds, next_run_at, idempotency_key, enqueue_request,
-                    created_by_user_id
+                    created_by_user_id, trace_context
                 )
                 SELECT i.id, i.job_type, i.organization_id, i.payload,
                        coalesce(i.priority, d.priority),
                        coalesce(i.max_attempts, d.max_attempts),
                        coalesce(i.timeout_seconds, d.timeout_seconds),
                        coalesce(i.run_at, now()),
-                       i.idempotency_key, i.enqueue_request, i.created_by_user_id
+                       i.idempotency_key, i.enqueue_request, i.created_by_user_id, $14
                 FROM unnest(
                     $1::uuid[], $2::text[], $3::uuid[], $4::jsonb[], $5::int4[], $6::int4[],
                     $7::int4[], $8::timestamptz[], $9::text[], $10::jsonb[], $11::uuid[]
@@ -344,6 +353,7 @@ pub(crate) async fn enqueue_on(
             &columns.created_by as &[Option<Uuid>],
             keyed,
             &columns.distinct_types as &[&str],
+            trace_context as Option<&TraceContext>,
         )
         .fetch_one(&mut *conn)
         .await?;

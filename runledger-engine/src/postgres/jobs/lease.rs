@@ -22,6 +22,7 @@ use crate::core::jobs::{
     JobContext, JobFailure, JobId, JobProgressUpdate, JobStatus, JobType, WorkflowRunId,
     WorkflowStepId,
 };
+use crate::core::trace::TraceContext;
 use crate::postgres::error::{Error, Result};
 use crate::postgres::input::check_json_field;
 
@@ -105,6 +106,9 @@ pub struct ClaimedJob {
     pub workflow_step_id: Option<WorkflowStepId>,
     /// The workflow step's key, when the job is a workflow step.
     pub workflow_step_key: Option<String>,
+    /// The trace context of the span that enqueued the job, when one was stored (see
+    /// [`crate::core::trace`]).
+    pub trace_context: Option<TraceContext>,
 }
 
 impl ClaimedJob {
@@ -234,7 +238,7 @@ pub async fn claim_jobs<'e>(
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.priority, q.attempt,
                       q.attempt_floor, q.max_attempts, q.timeout_seconds, q.worker_id,
                       q.lease_expires_at, q.leased_at, q.next_run_at, q.workflow_run_id,
-                      q.workflow_step_id, q.workflow_step_key
+                      q.workflow_step_id, q.workflow_step_key, q.trace_context
         )
         SELECT id AS "id: JobId",
                job_type,
@@ -251,7 +255,8 @@ pub async fn claim_jobs<'e>(
                leased_at AS "leased_at!",
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",
-               workflow_step_key
+               workflow_step_key,
+               trace_context AS "trace_context: TraceContext"
         FROM leased
         ORDER BY priority DESC, next_run_at, id
         "#,

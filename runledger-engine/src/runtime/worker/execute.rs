@@ -14,6 +14,7 @@ use crate::core::jobs::{
     JobCompletion, JobFailure, JobFailureKind, JobLogSink, JobLogWriter, StepOutputError,
     StepOutputReader, StepOutputs, WorkflowStepId,
 };
+use crate::core::trace::set_span_parent;
 use crate::postgres::jobs::{ClaimedJob, get_prerequisite_output};
 use crate::runtime::observer::{JobLeaseLostEvent, JobRunningEvent, LifecycleEvent, ObservedJob};
 use crate::runtime::registry::JobHandler;
@@ -90,6 +91,25 @@ impl Inner {
             permit: None,
         })
     }
+}
+
+/// The span a job's handler runs in: the job, its attempt and, for a workflow step, its run and
+/// step. Its parent is the trace context stored with the job, when there is one and a
+/// [propagator](crate::core::trace) is installed; otherwise the worker's span.
+pub(super) fn job_span(job: &ClaimedJob) -> tracing::Span {
+    let span = tracing::info_span!(
+        "runledger.job",
+        job.id = %job.id,
+        job.r#type = %job.job_type,
+        job.attempt = job.attempt_number,
+        workflow.run_id = job.workflow_run_id.map(tracing::field::display),
+        workflow.step_id = job.workflow_step_id.map(tracing::field::display),
+        workflow.step_key = job.workflow_step_key.as_deref(),
+    );
+    if let Some(context) = &job.trace_context {
+        set_span_parent(&span, context);
+    }
+    span
 }
 
 /// Runs the handler under the job's timeout, and stops it when the lease is lost or the

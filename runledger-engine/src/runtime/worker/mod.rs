@@ -279,9 +279,10 @@ impl Worker {
                 let observed = ObservedJob::from_claimed(&job);
                 let lost = inner.track(&job);
                 let (inner, never) = (Arc::clone(inner), never.clone());
+                let span = execute::job_span(&job);
                 let run = tree
                     .spawner()
-                    .spawn(async move { inner.execute(job, lost, never).await });
+                    .spawn(async move { inner.execute(job, lost, never).await }.instrument(span));
                 (observed, run)
             })
             .collect();
