@@ -3,8 +3,9 @@
 //!
 //! With [`install`] called once at startup, in every process that enqueues or runs jobs, an
 //! enqueue made inside a traced span stores that span's W3C trace context (`traceparent` and
-//! `tracestate`) with each job, and the worker's span for the job's handler (`runledger.job`,
-//! with the job's id, type and attempt, and its workflow run and step) gets it as its parent.
+//! `tracestate`) with each job (or workflow run, whose step jobs inherit it), and the worker's
+//! span for the job's handler (`runledger.job`, with the job's id, type and attempt, and its
+//! workflow run and step) gets it as its parent.
 //! Spans are read and parented through `tracing-opentelemetry`: the process needs its layer
 //! in the `tracing` subscriber, with the tracer of your choice.
 //!

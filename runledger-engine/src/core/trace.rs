@@ -1,6 +1,7 @@
 //! Trace propagation: the trace context of the span that enqueues a job travels with the job
 //! (stored on its row) and becomes the parent of the span its handler runs in, so that a
-//! request's trace continues into the background work it caused.
+//! request's trace continues into the background work it caused. A workflow run stores the
+//! context of the span that enqueued it, and each of its step jobs carries it.
 //!
 //! The engine knows no tracing system. A [`TracePropagator`], installed once per process with
 //! [`set_trace_propagator`], reads the current span's context at enqueue and attaches a stored

@@ -3,9 +3,9 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use runledger_engine::core::jobs::JobCompletion;
+use runledger_engine::core::jobs::{JobCompletion, WorkflowDagBuilder};
 use runledger_engine::core::trace::{TraceContext, TracePropagator, set_trace_propagator};
-use runledger_engine::postgres::jobs::{JobEnqueue, enqueue_jobs};
+use runledger_engine::postgres::jobs::{JobEnqueue, enqueue_jobs, enqueue_workflow_run};
 use runledger_engine::runtime::observer::JobLifecycleObservers;
 use runledger_engine::runtime::registry::JobRegistry;
 use runledger_engine::runtime::worker::{Worker, WorkerConfig};
@@ -101,6 +101,49 @@ async fn a_job_enqueued_in_a_traced_scope_carries_its_context_to_the_handler_spa
         .cloned()
         .collect();
     assert_eq!(parents.len(), 2, "one handler span per job of the request");
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn every_step_job_of_a_run_enqueued_in_a_traced_scope_carries_its_context(pool: PgPool) {
+    parented();
+    define(&pool, "trace.step", DefinitionOpts::default()).await;
+    let (meta, payload) = (json!({}), json!({}));
+    let run = WorkflowDagBuilder::new("trace.flow", &meta)
+        .job("first", "trace.step", &payload)
+        .unwrap()
+        .job("second", "trace.step", &payload)
+        .unwrap()
+        .after_success("second", ["first"])
+        .unwrap()
+        .build()
+        .unwrap();
+    REQUEST
+        .scope("00-trace-request-b-01", enqueue_workflow_run(&pool, &run))
+        .await
+        .unwrap();
+    let mut registry = JobRegistry::new();
+    registry
+        .register(handler("trace.step", |_, _| async {
+            Ok(JobCompletion::success())
+        }))
+        .unwrap();
+    let worker = Worker::new(
+        pool.clone(),
+        Arc::new(registry),
+        WorkerConfig::from_jobs_config(&fast_config("w-trace-flow")),
+        JobLifecycleObservers::new(),
+    )
+    .unwrap();
+
+    // The root is released at enqueue, the second step once the first succeeded.
+    assert_eq!(worker.run_once().await.unwrap().succeeded, 1);
+    assert_eq!(worker.run_once().await.unwrap().succeeded, 1);
+
+    let request = json!({"traceparent": "00-trace-request-b-01"});
+    assert_eq!(
+        stored_context(&pool).await,
+        [Some(request.clone()), Some(request)]
+    );
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]

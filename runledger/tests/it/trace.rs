@@ -1,5 +1,5 @@
-//! Trace propagation with OpenTelemetry: a job enqueued inside a traced span runs in a handler
-//! span whose parent is that span, in the same trace.
+//! Trace propagation with OpenTelemetry: a job or workflow run enqueued inside a traced span
+//! runs in handler spans whose parent is that span, in the same trace.
 
 use std::sync::{Arc, Mutex};
 
@@ -43,7 +43,9 @@ fn attribute(span: &SpanData, key: &str) -> Option<String> {
 }
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
-async fn a_job_enqueued_in_a_traced_span_runs_in_a_handler_span_parented_on_it(pool: PgPool) {
+async fn jobs_and_steps_enqueued_in_a_traced_span_run_in_handler_spans_parented_on_it(
+    pool: PgPool,
+) {
     prepare(&pool).await.unwrap();
     runledger::opentelemetry::install();
     let finished = Finished::default();
@@ -56,17 +58,16 @@ async fn a_job_enqueued_in_a_traced_span_runs_in_a_handler_span_parented_on_it(p
 
     let request = tracing::info_span!("POST /signup");
     let request_context = request.context().span().span_context().clone();
-    let job = async { Traced { n: 7 }.enqueue(&pool).await }
-        .instrument(request)
-        .await
-        .unwrap();
-    let untraced = Traced { n: 8 }.enqueue(&pool).await.unwrap();
-    let run = TracedFlow {
-        only: Traced { n: 9 },
+    let (job, run) = async {
+        let job = Traced { n: 7 }.enqueue(&pool).await.unwrap();
+        let flow = TracedFlow {
+            only: Traced { n: 9 },
+        };
+        (job, flow.enqueue(&pool).await.unwrap())
     }
-    .enqueue(&pool)
-    .await
-    .unwrap();
+    .instrument(request)
+    .await;
+    let untraced = Traced { n: 8 }.enqueue(&pool).await.unwrap();
     assert_eq!(drain(&pool).await.unwrap().succeeded(), 3);
 
     let spans = finished.0.lock().unwrap().clone();
