@@ -22,7 +22,8 @@ pub const JOBS_ENQUEUED: &str = "runledger_jobs_enqueued_total";
 pub const JOBS_STARTED: &str = "runledger_jobs_started_total";
 /// Counter: successes committed.
 pub const JOBS_SUCCEEDED: &str = "runledger_jobs_succeeded_total";
-/// Counter: failed attempts committed, whatever happened to the job next.
+/// Counter: failed attempts committed, whatever happened to the job next, and expired leases
+/// taken back by the reaper: always the sum of [`JOBS_RETRIED`] and [`JOBS_DEAD_LETTERED`].
 pub const JOBS_FAILED: &str = "runledger_jobs_failed_total";
 /// Counter: failed attempts, and expired leases taken back by the reaper, that scheduled a
 /// retry.

@@ -125,13 +125,15 @@ impl WorkerMetrics {
     }
 }
 
-/// Counts what the reaper did with an expired lease (a rare path: the handle is looked up on
-/// the spot).
+/// Counts an expired lease the reaper took back: a failed attempt, retried or dead-lettered (a
+/// rare path: the handles are looked up on the spot).
 pub(crate) fn lease_reaped(job_type: &str, dead_lettered: bool) {
-    let name = if dead_lettered {
+    let next = if dead_lettered {
         JOBS_DEAD_LETTERED
     } else {
         JOBS_RETRIED
     };
-    counter!(name, job_labels(job_type)).increment(1);
+    let labels = job_labels(job_type);
+    counter!(JOBS_FAILED, labels.iter()).increment(1);
+    counter!(next, labels).increment(1);
 }

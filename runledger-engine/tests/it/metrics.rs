@@ -222,6 +222,8 @@ async fn the_reaper_counts_the_leases_it_retries_and_dead_letters(pool: PgPool) 
 
     reaper.run_once().await.unwrap();
 
+    assert_eq!(recorder.counter(&of(JOBS_FAILED, "metrics.lost")), 1);
+    assert_eq!(recorder.counter(&of(JOBS_FAILED, "metrics.lost_once")), 1);
     assert_eq!(recorder.counter(&of(JOBS_RETRIED, "metrics.lost")), 1);
     assert_eq!(
         recorder.counter(&of(JOBS_DEAD_LETTERED, "metrics.lost_once")),

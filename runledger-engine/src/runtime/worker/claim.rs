@@ -73,9 +73,9 @@ impl Claimer {
                     continue;
                 }
             };
+            self.inner.metrics.claimed(claimed.len());
             // Only an empty claim means nothing is due: a short one may just have skipped rows
             // another claim loop (or worker) had locked.
-            self.inner.metrics.claimed(claimed.len());
             let found = !claimed.is_empty();
             for job in claimed {
                 let (Some(slot), Some(outcome)) = (slots.split(1), outcomes.split(1)) else {

@@ -63,12 +63,16 @@ impl Inner {
                 "no handler is registered for this job type",
             )),
         };
-        if let Outcome::Success(_) | Outcome::Failure(_) = &outcome {
-            metrics.finished(matches!(outcome, Outcome::Success(_)), started.elapsed());
-        }
+        let duration = started.elapsed();
         let outcome = match outcome {
-            Outcome::Success(completion) => Ok(completion),
-            Outcome::Failure(failure) => Err(failure),
+            Outcome::Success(completion) => {
+                metrics.finished(true, duration);
+                Ok(completion)
+            }
+            Outcome::Failure(failure) => {
+                metrics.finished(false, duration);
+                Err(failure)
+            }
             Outcome::LeaseLost => {
                 self.untrack(observed.job_id);
                 tracing::warn!("lease lost; handler stopped");
@@ -87,7 +91,7 @@ impl Inner {
         Some(Finished {
             job: observed,
             outcome,
-            duration: started.elapsed(),
+            duration,
             permit: None,
         })
     }
