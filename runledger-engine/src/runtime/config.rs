@@ -483,6 +483,35 @@ mod tests {
     }
 
     #[test]
+    fn the_queue_depth_is_sampled_every_five_seconds_unless_zero_turns_it_off() {
+        let interval = |pairs: &'static [(&'static str, &'static str)]| {
+            JobsConfig::from_lookup(env(pairs))
+                .unwrap()
+                .queue_depth_interval
+        };
+        assert_eq!(interval(&[]), Duration::from_secs(5));
+        assert_eq!(
+            interval(&[("JOBS_QUEUE_DEPTH_INTERVAL_SECONDS", "0")]),
+            Duration::ZERO
+        );
+        assert_eq!(
+            interval(&[("JOBS_QUEUE_DEPTH_INTERVAL_SECONDS", "12")]),
+            Duration::from_secs(12)
+        );
+        let off = JobsConfig {
+            queue_depth_interval: Duration::ZERO,
+            ..JobsConfig::default()
+        };
+        off.validate().unwrap();
+        let too_fast = JobsConfig {
+            queue_depth_interval: Duration::from_millis(10),
+            ..JobsConfig::default()
+        };
+        assert!(too_fast.validate().is_err());
+        assert_eq!(too_fast.clamped().queue_depth_interval, MIN_LOOP_INTERVAL);
+    }
+
+    #[test]
     fn the_intent_promoter_is_on_unless_a_flag_turns_it_off() {
         assert!(
             JobsConfig::from_lookup(env(&[]))
