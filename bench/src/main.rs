@@ -82,9 +82,53 @@ struct Options {
     /// table, as retention keeps a day of history, against the empty table of the same run.
     #[arg(long, default_value_t = 0)]
     finished_jobs: usize,
+    /// Run one measure alone (with its ceiling), for profiling: `burn-down` (the ceiling and
+    /// burn-down at the defaults), `workflow` or `pickup`.
+    #[arg(long, value_enum)]
+    only: Option<Only>,
     /// Run as a worker process of the scale-out and memory measures (internal).
     #[arg(long, hide = true)]
     worker_process: Option<String>,
+}
+
+/// A measure run alone with `--only`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Only {
+    BurnDown,
+    Workflow,
+    Pickup,
+}
+
+/// Runs one measure alone and prints its figure.
+async fn run_only(
+    pool: &PgPool,
+    meter: &CpuMeter,
+    options: &Options,
+    only: Only,
+) -> Result<(), BoxError> {
+    match only {
+        Only::BurnDown => {
+            let ceiling = raw_ceiling(pool, meter, options).await?;
+            let rate = burn_down(pool, meter, options.jobs, Settings::Default, 0).await?;
+            println!("burn-down at defaults: {}", rate.row(&ceiling));
+        }
+        Only::Workflow => {
+            let (fan_out, plain) = fan_out_fan_in(pool).await?;
+            println!(
+                "workflow: {:.2} x the plain jobs",
+                fan_out.as_secs_f64() / plain.as_secs_f64()
+            );
+        }
+        Only::Pickup => {
+            let (p50, p99) = pickup_latency(pool, options).await?;
+            println!(
+                "pickup p50 / p99: {:.2} ms / {:.2} ms",
+                p50.as_secs_f64() * 1e3,
+                p99.as_secs_f64() * 1e3
+            );
+        }
+    }
+    Ok(())
 }
 
 /// A measured configuration: the settings users get, or the tuned ones.
@@ -178,6 +222,11 @@ async fn main() -> Result<(), BoxError> {
     }
     let pool = bench_database(&database_url()).await?;
     let meter = CpuMeter::new(&pool).await;
+    if let Some(only) = options.only {
+        run_only(&pool, &meter, &options, only).await?;
+        pool.close().await;
+        return Ok(());
+    }
     let tuned = Settings::Tuned {
         concurrency: options.tuned_concurrency,
         batch: options.tuned_batch,

@@ -102,6 +102,7 @@ pub use runledger_engine::runtime::config::JobsConfig;
 pub use context::JobContext;
 pub use engine::core::jobs::{JobDefaults, JobProgressUpdate};
 pub use engine::postgres::jobs::{JobRequeueExpectation, JobRequeueOutcome};
+pub use engine::postgres::use_tcp_nodelay;
 pub use error::{Error, HANDLER_ERROR_CODE, JobError};
 pub use fan_out::{FAN_IN_JOB_TYPE, FanOut, FanOutStep, fan_in_handler};
 pub use intent::IntentHandle;

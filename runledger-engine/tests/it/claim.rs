@@ -541,3 +541,41 @@ async fn jobs_already_queued_still_run_and_retry_after_their_type_is_disabled(po
     ));
     assert_eq!(job(&pool, job_id).await.status, JobStatus::Pending);
 }
+
+/// `synchronous_commit` as the connection sees it now.
+async fn synchronous_commit(conn: &mut sqlx::PgConnection) -> String {
+    sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+        .fetch_one(conn)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn an_unflushed_claim_relaxes_only_its_own_transaction_and_a_default_claim_nothing(
+    pool: PgPool,
+) {
+    one_job(&pool).await;
+    one_job(&pool).await;
+    let mut tx = pool.begin().await.unwrap();
+
+    let plain = claim_jobs(&mut *tx, &ClaimRequest::new(WORKER, 1, LONG_LEASE))
+        .await
+        .unwrap();
+    assert_eq!(plain.len(), 1);
+    assert_eq!(synchronous_commit(&mut tx).await, "on");
+
+    let unflushed = claim_jobs(
+        &mut *tx,
+        &ClaimRequest::new(WORKER, 1, LONG_LEASE).unflushed_commit(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(unflushed.len(), 1);
+    assert_eq!(synchronous_commit(&mut tx).await, "off");
+    tx.commit().await.unwrap();
+
+    // The setting ends with the transaction; the leases it committed hold.
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(synchronous_commit(&mut conn).await, "on");
+    assert_eq!(count_status(&pool, "LEASED").await, 2);
+}

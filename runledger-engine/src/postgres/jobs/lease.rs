@@ -50,6 +50,9 @@ pub struct ClaimRequest<'a> {
     pub limit: i64,
     /// Lease length; heartbeats extend it.
     pub lease_ttl: Duration,
+    /// Whether the claim's commit may return before its WAL is flushed (see
+    /// [`ClaimRequest::unflushed_commit`]).
+    pub unflushed_commit: bool,
 }
 
 impl<'a> ClaimRequest<'a> {
@@ -60,7 +63,19 @@ impl<'a> ClaimRequest<'a> {
             job_types: None,
             limit,
             lease_ttl,
+            unflushed_commit: false,
         }
+    }
+
+    /// Lets the claim's own transaction commit without waiting for its WAL to reach disk
+    /// (`synchronous_commit = off` for that transaction only), as the runtime's claim loops do.
+    /// A lease is the one write a server crash may then lose, and losing it only makes the job
+    /// claimable again, as when a worker dies mid-run: the handler's outcome is written by a
+    /// later, flushed commit, which also flushes the claim before it. Use it only on a pool
+    /// connection, never inside a transaction of yours, whose commit it would relax too.
+    pub fn unflushed_commit(mut self) -> Self {
+        self.unflushed_commit = true;
+        self
     }
 
     /// Restricts the claim to these job types.
@@ -193,6 +208,8 @@ pub async fn claim_jobs<'e>(
             WHERE status = 'PENDING'
               AND next_run_at <= now()
               AND ($1::text[] IS NULL OR job_type = ANY($1))
+              AND ($5::bool IS NOT TRUE
+                   OR (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL)
             ORDER BY priority DESC, next_run_at, id
             LIMIT $2
             FOR UPDATE SKIP LOCKED
@@ -264,6 +281,7 @@ pub async fn claim_jobs<'e>(
         request.limit,
         request.worker_id,
         request.lease_ttl.as_secs_f64(),
+        request.unflushed_commit,
     )
     .fetch_all(executor)
     .await?;

@@ -75,6 +75,11 @@ pub struct WorkerConfig {
     /// concurrency slot is free as soon as it returns; this bound stops claims when writing
     /// outcomes falls behind, so unpersisted outcomes cannot pile up.
     pub max_unpersisted_outcomes: usize,
+    /// Whether claims commit without waiting for their WAL flush
+    /// ([`ClaimRequest::unflushed_commit`]); on by default. A server crash may then lose a
+    /// lease committed in its last moments, and that job runs again, as after a worker crash;
+    /// turn it off to have a handler that outlives a server crash keep its lease.
+    pub unflushed_claims: bool,
 }
 
 impl WorkerConfig {
@@ -92,6 +97,7 @@ impl WorkerConfig {
             claim_parallelism: DEFAULT_CLAIM_PARALLELISM,
             flushes_in_flight: DEFAULT_FLUSHES_IN_FLIGHT,
             max_unpersisted_outcomes: DEFAULT_MAX_UNPERSISTED_OUTCOMES,
+            unflushed_claims: true,
         }
     }
 
@@ -471,8 +477,13 @@ pub async fn run_worker_loop(
 
 impl Inner {
     fn claim_request(&self, limit: i64) -> ClaimRequest<'_> {
-        ClaimRequest::new(&self.config.worker_id, limit, self.config.lease_ttl)
-            .job_types(&self.job_types)
+        let request = ClaimRequest::new(&self.config.worker_id, limit, self.config.lease_ttl)
+            .job_types(&self.job_types);
+        if self.config.unflushed_claims {
+            request.unflushed_commit()
+        } else {
+            request
+        }
     }
 
     /// Registers a claimed job for heartbeats and returns its lease-lost signal.
