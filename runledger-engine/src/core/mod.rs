@@ -2,7 +2,9 @@
 //! Nothing here touches the database or spawns tasks.
 
 pub mod jobs;
+pub mod metrics;
 pub mod schedules;
+pub mod trace;
 
 /// Common imports for handler code.
 ///

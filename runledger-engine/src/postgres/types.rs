@@ -1,9 +1,11 @@
-//! `sqlx` encoding for the core enums (stored as text) and id newtypes (stored as uuid), so
-//! queries can name them directly: `status AS "status: JobStatus"`.
+//! `sqlx` encoding for the core enums (stored as text), id newtypes (stored as uuid) and trace
+//! contexts (stored as jsonb), so queries can name them directly: `status AS "status:
+//! JobStatus"`.
 
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgArgumentBuffer, PgHasArrayType, PgTypeInfo, PgValueRef};
+use sqlx::types::Json;
 use sqlx::{Decode, Encode, Postgres, Type};
 use uuid::Uuid;
 
@@ -12,6 +14,7 @@ use crate::core::jobs::{
     JobLogLevel, JobScheduleId, JobStage, JobStatus, WorkflowRunId, WorkflowRunStatus,
     WorkflowStepId, WorkflowStepStatus,
 };
+use crate::core::trace::TraceContext;
 
 macro_rules! text_enum_sql {
     ($($name:ty),+ $(,)?) => {$(
@@ -87,3 +90,28 @@ uuid_newtype_sql!(
     JobScheduleId,
     JobIntentId
 );
+
+impl Type<Postgres> for TraceContext {
+    fn type_info() -> PgTypeInfo {
+        <Json<serde_json::Value> as Type<Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &PgTypeInfo) -> bool {
+        <Json<serde_json::Value> as Type<Postgres>>::compatible(ty)
+    }
+}
+
+/// Lenient: a stored value that is not an object of strings decodes to the fields it has that
+/// are, so it never fails the claim of the job carrying it.
+impl<'r> Decode<'r, Postgres> for TraceContext {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        let Json(value) = <Json<serde_json::Value> as Decode<Postgres>>::decode(value)?;
+        Ok(Self::from_json(&value))
+    }
+}
+
+impl Encode<'_, Postgres> for TraceContext {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        <Json<&Self> as Encode<Postgres>>::encode(Json(self), buf)
+    }
+}

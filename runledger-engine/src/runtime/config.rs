@@ -26,6 +26,8 @@ pub const DEFAULT_REAPER_RETRY_DELAY: Duration = Duration::from_millis(1_000);
 pub const DEFAULT_PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 /// Default pause between intent promotion passes when no notification arrives.
 pub const DEFAULT_INTENT_POLL_INTERVAL: Duration = Duration::from_millis(1_000);
+/// Default pause between queue depth samples.
+pub const DEFAULT_QUEUE_DEPTH_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Smallest poll interval accepted; smaller values are raised to it.
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
@@ -170,6 +172,10 @@ pub struct JobsConfig {
     /// (`JOBS_INTENT_POLL_INTERVAL_MS`); it bounds how long a deferred intent waits past its
     /// retry time.
     pub intent_poll_interval: Duration,
+    /// Pause between samples of the queue depth gauge (`JOBS_QUEUE_DEPTH_INTERVAL_SECONDS`,
+    /// default 5 s); zero turns the sampler off. Each sample is one statement whose cost grows
+    /// with the backlog of unfinished jobs.
+    pub queue_depth_interval: Duration,
 }
 
 impl Default for JobsConfig {
@@ -189,6 +195,7 @@ impl Default for JobsConfig {
             retention: Retention::default(),
             intent_promoter_enabled: true,
             intent_poll_interval: DEFAULT_INTENT_POLL_INTERVAL,
+            queue_depth_interval: DEFAULT_QUEUE_DEPTH_INTERVAL,
         }
     }
 }
@@ -327,6 +334,10 @@ impl JobsConfig {
                 .unwrap_or(defaults.intent_promoter_enabled),
             intent_poll_interval: read("JOBS_INTENT_POLL_INTERVAL_MS")?
                 .map_or(defaults.intent_poll_interval, Duration::from_millis),
+            queue_depth_interval: seconds(
+                "JOBS_QUEUE_DEPTH_INTERVAL_SECONDS",
+                defaults.queue_depth_interval,
+            )?,
         };
         Ok(config.clamped())
     }
@@ -343,6 +354,9 @@ impl JobsConfig {
         self.reaper_interval = self.reaper_interval.max(MIN_LOOP_INTERVAL);
         self.schedule_poll_interval = self.schedule_poll_interval.max(MIN_LOOP_INTERVAL);
         self.prune_interval = self.prune_interval.max(MIN_LOOP_INTERVAL);
+        if !self.queue_depth_interval.is_zero() {
+            self.queue_depth_interval = self.queue_depth_interval.max(MIN_LOOP_INTERVAL);
+        }
         self.retention = self.retention.clamped();
         self
     }
@@ -386,6 +400,12 @@ impl JobsConfig {
         }
         if self.prune_interval < MIN_LOOP_INTERVAL {
             return invalid("prune_interval", "must be at least 1 second");
+        }
+        if !self.queue_depth_interval.is_zero() && self.queue_depth_interval < MIN_LOOP_INTERVAL {
+            return invalid(
+                "queue_depth_interval",
+                "must be zero (off) or at least 1 second",
+            );
         }
         if let Some(field) = self.retention.out_of_range_field() {
             return invalid(
@@ -483,6 +503,35 @@ mod tests {
         assert_eq!(huge.retention.canceled, MAX_RETENTION);
         let err = JobsConfig::from_lookup(env(&[("JOBS_PRUNER_ENABLED", "maybe")])).unwrap_err();
         assert!(err.to_string().contains("JOBS_PRUNER_ENABLED"));
+    }
+
+    #[test]
+    fn the_queue_depth_is_sampled_every_five_seconds_unless_zero_turns_it_off() {
+        let interval = |pairs: &'static [(&'static str, &'static str)]| {
+            JobsConfig::from_lookup(env(pairs))
+                .unwrap()
+                .queue_depth_interval
+        };
+        assert_eq!(interval(&[]), Duration::from_secs(5));
+        assert_eq!(
+            interval(&[("JOBS_QUEUE_DEPTH_INTERVAL_SECONDS", "0")]),
+            Duration::ZERO
+        );
+        assert_eq!(
+            interval(&[("JOBS_QUEUE_DEPTH_INTERVAL_SECONDS", "12")]),
+            Duration::from_secs(12)
+        );
+        let off = JobsConfig {
+            queue_depth_interval: Duration::ZERO,
+            ..JobsConfig::default()
+        };
+        off.validate().unwrap();
+        let too_fast = JobsConfig {
+            queue_depth_interval: Duration::from_millis(10),
+            ..JobsConfig::default()
+        };
+        assert!(too_fast.validate().is_err());
+        assert_eq!(too_fast.clamped().queue_depth_interval, MIN_LOOP_INTERVAL);
     }
 
     #[test]

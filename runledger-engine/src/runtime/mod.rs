@@ -1,6 +1,6 @@
 //! The worker runtime: handler registry and catalog, configuration, the worker, intent
-//! promoter, scheduler, reaper and pruner loops, lifecycle observers and the [`Supervisor`]
-//! that runs them.
+//! promoter, scheduler, reaper, pruner and queue depth loops, lifecycle observers and the
+//! [`Supervisor`] that runs them.
 
 pub mod catalog;
 pub mod config;
@@ -8,8 +8,10 @@ pub mod error;
 pub mod intent_promoter;
 mod job_logs;
 mod job_services;
+mod metrics;
 pub mod observer;
 pub mod pruner;
+pub mod queue_depth;
 pub mod queues;
 pub mod reaper;
 pub mod registry;

@@ -100,11 +100,13 @@ impl Reaper {
                     .await?;
             pass.batches += 1;
             for lease in &reaped {
-                if lease.status == JobStatus::DeadLettered {
+                let dead_lettered = lease.status == JobStatus::DeadLettered;
+                if dead_lettered {
                     pass.dead_lettered += 1;
                 } else {
                     pass.retried += 1;
                 }
+                crate::runtime::metrics::lease_reaped(&lease.job_type, dead_lettered);
                 tracing::warn!(job.id = %lease.job_id, job.r#type = %lease.job_type, worker = %lease.worker_id, status = %lease.status, "reaped an expired lease");
                 self.observers.emit(LifecycleEvent::LeaseReaped(
                     JobLeaseReapedEvent::from_reaped(lease),

@@ -1,5 +1,5 @@
-//! The Supervisor: starts the worker, intent promoter, scheduler, reaper and pruner loops of a
-//! worker process, watches them, and shuts them down within a deadline.
+//! The Supervisor: starts the worker, intent promoter, scheduler, reaper, pruner and queue depth
+//! loops of a worker process, watches them, and shuts them down within a deadline.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -18,6 +18,7 @@ use crate::runtime::error::{RuntimeError, RuntimeLoopExit};
 use crate::runtime::intent_promoter::{IntentPromoter, IntentPromoterConfig};
 use crate::runtime::observer::{JobLifecycleObserver, JobLifecycleObservers};
 use crate::runtime::pruner::{Pruner, PrunerConfig};
+use crate::runtime::queue_depth::{QueueDepthConfig, QueueDepthSampler};
 use crate::runtime::reaper::{Reaper, ReaperConfig};
 use crate::runtime::registry::JobRegistry;
 use crate::runtime::scheduler::{Scheduler, SchedulerConfig};
@@ -32,14 +33,17 @@ const HARD_STOP_GRACE: Duration = Duration::from_millis(500);
 pub const BACKGROUND_LOOP_CONNECTIONS: u32 = 3;
 
 /// Connections a Supervisor with `config` may hold at once for its own loops: the worker's (see
-/// [`WorkerConfig::connections_used`]), the reaper, scheduler and pruner, and the intent
-/// promoter's pass and LISTEN when it runs. Size a pool above this by what handlers use.
+/// [`WorkerConfig::connections_used`]), the reaper, scheduler and pruner, the intent
+/// promoter's pass and LISTEN when it runs, and the queue depth sampler's when it runs. Size a
+/// pool above this by what handlers use.
 pub fn connections_used(config: &JobsConfig) -> u32 {
     let promoter = if config.intent_promoter_enabled { 2 } else { 0 };
+    let sampler = u32::from(!config.queue_depth_interval.is_zero());
     WorkerConfig::from_jobs_config(config)
         .connections_used()
         .saturating_add(BACKGROUND_LOOP_CONNECTIONS)
         .saturating_add(promoter)
+        .saturating_add(sampler)
 }
 
 /// Anything `Supervisor::builder` accepts as configuration: a [`JobsConfig`], or the result of
@@ -115,8 +119,10 @@ impl SupervisorBuilder {
 
     /// Validates everything and starts the loops (requires a Tokio runtime): the worker, the
     /// intent promoter for the registered job types (unless
-    /// [`JobsConfig::intent_promoter_enabled`] is off), the scheduler, the reaper and the pruner
-    /// (unless [`JobsConfig::pruner_enabled`] is off). Fails
+    /// [`JobsConfig::intent_promoter_enabled`] is off), the scheduler, the reaper, the pruner
+    /// (unless [`JobsConfig::pruner_enabled`] is off) and the queue depth sampler (unless
+    /// [`JobsConfig::queue_depth_interval`] is zero). Metric handles are taken here: install the
+    /// metrics recorder before. Fails
     /// with `config.pool_too_small` when the pool cannot run a worker at all, and warns (in
     /// tracing) when it allows fewer connections than the loops may use at once.
     pub fn build(self) -> Result<Supervisor, RuntimeError> {
@@ -164,6 +170,14 @@ impl SupervisorBuilder {
             self.pool.clone(),
             SchedulerConfig::from_jobs_config(&self.config),
         )?;
+        let sampler = if self.config.queue_depth_interval.is_zero() {
+            None
+        } else {
+            Some(QueueDepthSampler::new(
+                self.pool.clone(),
+                QueueDepthConfig::from_jobs_config(&self.config),
+            )?)
+        };
         let pruner = Pruner::new(self.pool, PrunerConfig::from_jobs_config(&self.config))?;
 
         let mut loops = JoinSet::new();
@@ -206,6 +220,14 @@ impl SupervisorBuilder {
                 tracing::info_span!("runledger.pruner"),
             );
         }
+        if let Some(sampler) = sampler {
+            let stop = shutdown.clone();
+            start(
+                "queue depth sampler",
+                Box::pin(async move { sampler.run(stop).await }),
+                tracing::info_span!("runledger.queue_depth"),
+            );
+        }
         tracing::info!(worker.id = %self.config.worker_id, "supervisor started");
         Ok(Supervisor {
             loops,
@@ -222,7 +244,8 @@ impl SupervisorBuilder {
 
 type BoxedLoop = std::pin::Pin<Box<dyn Future<Output = RuntimeLoopExit> + Send>>;
 
-/// Runs the worker, intent promoter, scheduler, reaper and pruner loops of one worker process.
+/// Runs the worker, intent promoter, scheduler, reaper, pruner and queue depth loops of one
+/// worker process.
 ///
 /// `build()` starts the loops; then either hand the process over to
 /// [`Supervisor::run_until_shutdown`] (the usual choice for a worker binary), or keep the

@@ -15,5 +15,6 @@ mod results;
 mod schedules;
 mod support;
 mod testing;
+mod trace;
 mod worker;
 mod workflows;

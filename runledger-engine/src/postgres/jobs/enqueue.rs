@@ -10,6 +10,7 @@ use sqlx::{Acquire, Postgres};
 use uuid::Uuid;
 
 use crate::core::jobs::{JobId, JobStatus, JobType};
+use crate::core::trace::TraceContext;
 use crate::postgres::error::{Error, Result};
 use crate::postgres::input::{check_key, check_payload, check_timestamp};
 
@@ -251,6 +252,10 @@ where
 /// Enqueues many jobs in one statement, all or nothing: if any type is missing or disabled,
 /// nothing is inserted. Returns one [`EnqueuedJob`] per request, in request order.
 ///
+/// When a [trace propagator](crate::core::trace) is installed and the call runs inside a
+/// traced span, every job of the call stores that span's context, and its handler's span
+/// continues the trace. [`enqueue_job`] does the same.
+///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
 /// use runledger_engine::postgres::jobs::{enqueue_jobs, JobEnqueue};
@@ -274,6 +279,7 @@ where
     for request in requests {
         request.validate()?;
     }
+    let trace_context = crate::core::trace::current_trace_context();
     let mut conn = acquire.acquire().await?;
     // A batch with keyed requests may find a conflict after inserting the others; run it in a
     // transaction (a savepoint inside the caller's) so that an error leaves nothing behind. A
@@ -281,17 +287,20 @@ where
     let keyed = requests.iter().any(|r| r.idempotency_key.is_some());
     if requests.len() > 1 && keyed {
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        let jobs = enqueue_on(&mut tx, requests).await?;
+        let jobs = enqueue_on(&mut tx, requests, trace_context.as_ref()).await?;
         tx.commit().await?;
         Ok(jobs)
     } else {
-        enqueue_on(&mut conn, requests).await
+        enqueue_on(&mut conn, requests, trace_context.as_ref()).await
     }
 }
 
+/// Inserts `requests` on `conn`; every job stores `trace_context` (one value for the whole
+/// statement, so a batch pays nothing per row when there is none).
 pub(crate) async fn enqueue_on(
     conn: &mut sqlx::PgConnection,
     requests: &[JobEnqueue<'_>],
+    trace_context: Option<&TraceContext>,
 ) -> Result<Vec<EnqueuedJob>> {
     crate::postgres::refresh_tcp_nodelay();
     let mut results: Vec<Option<EnqueuedJob>> = vec![None; requests.len()];
@@ -325,7 +334,7 @@ pub(crate) async fn enqueue_on(
                 INSERT INTO runledger.job_queue (
                     id, job_type, organization_id, payload, priority, max_attempts,
                     timeout_seconds, next_run_at, idempotency_key, enqueue_request,
-                    created_by_user_id, queue, resource_key, gated
+                    created_by_user_id, queue, resource_key, gated, trace_context
                 )
                 SELECT i.id, i.job_type, i.organization_id, i.payload,
                        coalesce(i.priority, d.priority),
@@ -333,7 +342,7 @@ pub(crate) async fn enqueue_on(
                        coalesce(i.timeout_seconds, d.timeout_seconds),
                        coalesce(i.run_at, now()),
                        i.idempotency_key, i.enqueue_request, i.created_by_user_id, d.queue,
-                       i.resource_key, d.gated OR i.resource_key IS NOT NULL
+                       i.resource_key, d.gated OR i.resource_key IS NOT NULL, $15
                 FROM unnest(
                     $1::uuid[], $2::text[], $3::uuid[], $4::jsonb[], $5::int4[], $6::int4[],
                     $7::int4[], $8::timestamptz[], $9::text[], $10::jsonb[], $11::uuid[],
@@ -369,6 +378,7 @@ pub(crate) async fn enqueue_on(
             keyed,
             &columns.distinct_types as &[&str],
             &columns.resource_keys as &[Option<&str>],
+            trace_context as Option<&TraceContext>,
         )
         .fetch_one(&mut *conn)
         .await?;
@@ -466,7 +476,27 @@ pub(crate) async fn enqueue_on(
             "the idempotency key is contended; retry the request",
         ));
     }
-    Ok(results.into_iter().flatten().collect())
+    let jobs: Vec<EnqueuedJob> = results.into_iter().flatten().collect();
+    count_created(requests, &jobs);
+    Ok(jobs)
+}
+
+/// Counts the jobs a statement inserted, once per job type (a batch has few types).
+fn count_created(requests: &[JobEnqueue<'_>], jobs: &[EnqueuedJob]) {
+    let mut counts: Vec<(&str, u64)> = Vec::new();
+    for (request, job) in requests.iter().zip(jobs) {
+        if !job.created {
+            continue;
+        }
+        let job_type = request.job_type.as_str();
+        match counts.iter_mut().find(|(seen, _)| *seen == job_type) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((job_type, 1)),
+        }
+    }
+    for (job_type, count) in counts {
+        crate::core::metrics::count_enqueued(job_type, count);
+    }
 }
 
 /// The request list as column arrays, for one `unnest` insert.

@@ -525,7 +525,7 @@ async fn claim_due(
 async fn promote(conn: &mut sqlx::PgConnection, intent: &DueIntent) -> Result<Outcome> {
     let request = intent.request();
     let mut savepoint = sqlx::Connection::begin(&mut *conn).await?;
-    let enqueued = enqueue_on(&mut savepoint, std::slice::from_ref(&request))
+    let enqueued = enqueue_on(&mut savepoint, std::slice::from_ref(&request), None)
         .await
         .and_then(|jobs| {
             jobs.first()

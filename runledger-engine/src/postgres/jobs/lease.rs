@@ -22,6 +22,7 @@ use crate::core::jobs::{
     JobContext, JobFailure, JobId, JobProgressUpdate, JobStatus, JobType, WorkflowRunId,
     WorkflowStepId,
 };
+use crate::core::trace::TraceContext;
 use crate::postgres::error::{Error, Result};
 use crate::postgres::input::check_json_field;
 
@@ -124,6 +125,10 @@ pub struct ClaimedJob {
     pub worker_id: String,
     /// When the lease expires unless renewed.
     pub lease_expires_at: DateTime<Utc>,
+    /// When the job became due: its enqueue, `run_at` or retry time.
+    pub due_at: DateTime<Utc>,
+    /// When this lease was granted (the database's clock, like `due_at`).
+    pub leased_at: DateTime<Utc>,
     /// The workflow run, when the job is a workflow step.
     pub workflow_run_id: Option<WorkflowRunId>,
     /// The workflow step, when the job is a workflow step.
@@ -132,6 +137,9 @@ pub struct ClaimedJob {
     pub workflow_step_key: Option<String>,
     /// The checkpoint the job's last continued run committed.
     pub checkpoint: Option<Value>,
+    /// The trace context of the span that enqueued the job, when one was stored (see
+    /// [`crate::core::trace`]).
+    pub trace_context: Option<TraceContext>,
 }
 
 impl ClaimedJob {
@@ -397,8 +405,9 @@ async fn claim<'e>(
                    OR (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL)
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.priority, q.attempt,
                       q.attempt_floor, q.max_attempts, q.timeout_seconds, q.worker_id,
-                      q.lease_expires_at, q.next_run_at, q.workflow_run_id, q.workflow_step_id,
-                      q.workflow_step_key, q.queue, q.resource_key, q.checkpoint
+                      q.lease_expires_at, q.leased_at, q.next_run_at, q.workflow_run_id,
+                      q.workflow_step_id, q.workflow_step_key, q.queue, q.resource_key,
+                      q.checkpoint, q.trace_context
         )
         SELECT id AS "id: JobId",
                job_type,
@@ -413,10 +422,13 @@ async fn claim<'e>(
                timeout_seconds,
                worker_id AS "worker_id!",
                lease_expires_at AS "lease_expires_at!",
+               next_run_at AS due_at,
+               leased_at AS "leased_at!",
                workflow_run_id AS "workflow_run_id: WorkflowRunId",
                workflow_step_id AS "workflow_step_id: WorkflowStepId",
                workflow_step_key,
-               checkpoint
+               checkpoint,
+               trace_context AS "trace_context: TraceContext"
         FROM leased
         ORDER BY priority DESC, next_run_at, id
         "#,

@@ -75,3 +75,58 @@ pub async fn get_job_metrics<'e>(
     .await?;
     Ok(rows)
 }
+
+/// Unfinished jobs of one type, by state: what [`get_queue_depths`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueDepth {
+    /// The job type.
+    pub job_type: String,
+    /// Pending jobs that are due (claimable now).
+    pub ready: i64,
+    /// Pending jobs due later (delayed, or waiting for a retry).
+    pub scheduled: i64,
+    /// Leased jobs.
+    pub running: i64,
+}
+
+/// Counts unfinished jobs by type and state, for the queue depth gauge: one statement that
+/// reads the claim index and the lease index only, so its cost grows with the backlog, never
+/// with the finished history. Types with no unfinished job are absent.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
+/// for depth in runledger_engine::postgres::jobs::get_queue_depths(&pool).await? {
+///     println!("{}: {} ready, {} running", depth.job_type, depth.ready, depth.running);
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn get_queue_depths<'e>(executor: impl PgExecutor<'e>) -> Result<Vec<QueueDepth>> {
+    let rows = sqlx::query_as!(
+        QueueDepth,
+        r#"
+        WITH counted AS (
+            SELECT job_type,
+                   count(*) FILTER (WHERE next_run_at <= now()) AS ready,
+                   count(*) FILTER (WHERE next_run_at > now()) AS scheduled,
+                   0::bigint AS running
+            FROM runledger.job_queue
+            WHERE status = 'PENDING'
+            GROUP BY job_type
+            UNION ALL
+            SELECT job_type, 0, 0, count(*)
+            FROM runledger.job_queue
+            WHERE status = 'LEASED'
+            GROUP BY job_type
+        )
+        SELECT job_type AS "job_type!", sum(ready)::bigint AS "ready!",
+               sum(scheduled)::bigint AS "scheduled!", sum(running)::bigint AS "running!"
+        FROM counted
+        GROUP BY job_type
+        ORDER BY job_type
+        "#,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}

@@ -505,7 +505,7 @@ pub async fn materialize_due_schedules(pool: &PgPool, limit: i64) -> Result<Sche
                     JobEnqueue::new(schedule.job_type.as_str(), &payload).idempotency_key(&key);
                 request.organization_id = schedule.organization_id;
                 let mut savepoint = sqlx::Connection::begin(&mut *tx).await?;
-                match enqueue_on(&mut savepoint, std::slice::from_ref(&request)).await {
+                match enqueue_on(&mut savepoint, std::slice::from_ref(&request), None).await {
                     Ok(_) => {
                         savepoint.commit().await?;
                         Ok(next)

@@ -45,6 +45,9 @@ pub struct EnqueuedWorkflowRun {
 /// `validation.isolation_level_unsupported` inside a REPEATABLE READ or SERIALIZABLE
 /// transaction (releasing steps needs READ COMMITTED).
 ///
+/// Inside a traced span, with a [trace propagator](crate::core::trace) installed, the run
+/// stores the span's context and every step job released for it carries that context.
+///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
 /// use runledger_engine::core::jobs::WorkflowDagBuilder;
@@ -68,6 +71,8 @@ where
 {
     run.validate()?;
     crate::postgres::refresh_tcp_nodelay();
+    // Its step jobs inherit it as they are released (see `crate::core::trace`).
+    let trace_context = crate::core::trace::current_trace_context();
     let mut conn = acquire.acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let snapshot = run
@@ -92,9 +97,9 @@ where
         r#"
         INSERT INTO runledger.workflow_runs (
             id, workflow_type, organization_id, metadata, idempotency_key, enqueue_request,
-            result_step_key, created_by_user_id
+            result_step_key, created_by_user_id, trace_context
         )
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
         ON CONFLICT (
             coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid),
             workflow_type,
@@ -110,6 +115,7 @@ where
         snapshot,
         run.result_step.as_ref().map(StepKey::as_str),
         run.created_by_user_id,
+        trace_context as Option<crate::core::trace::TraceContext>,
     )
     .fetch_optional(&mut *tx)
     .await?;

@@ -17,7 +17,7 @@ use tokio::sync::{AcquireError, Notify, OwnedSemaphorePermit, Semaphore, mpsc, w
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::{Backoff, Finished, Inner, JobTasks};
+use super::{Backoff, Finished, Inner, JobTasks, execute};
 use crate::postgres::jobs::{ClaimedJob, claim_jobs, claim_limited_jobs};
 
 /// Longest a claim waits for more slots to come free once at least one is (see
@@ -118,6 +118,7 @@ impl Claimer {
                     continue;
                 }
             };
+            self.inner.metrics.claimed(claimed.len());
             // Only an empty claim means nothing is due: a short one may just have skipped rows
             // another claim loop (or worker) had locked.
             let found = !claimed.is_empty();
@@ -194,12 +195,7 @@ impl Claimer {
         outcome: OwnedSemaphorePermit,
     ) {
         let lost = self.inner.track(&job);
-        let span = tracing::info_span!(
-            "runledger.job",
-            job.id = %job.id,
-            job.r#type = %job.job_type,
-            job.attempt = job.attempt_number,
-        );
+        let span = execute::job_span(&job);
         let inner = Arc::clone(&self.inner);
         let finished = self.finished.clone();
         let hard_stop = self.hard_stop.clone();

@@ -251,6 +251,7 @@ impl Inner {
             );
         }
         self.untrack(done.job.job_id);
+        self.metrics.job(&done.job.job_type).succeeded();
         let passed = PassedJob {
             job: done.job.clone(),
             outcome: PassOutcome::Succeeded,
@@ -327,6 +328,7 @@ impl Inner {
             Ok(disposition) => {
                 tracing::info!(code = %failure.code, kind = %failure.kind, ?disposition, "job attempt failed");
                 self.untrack(done.job.job_id);
+                self.metrics.job(&done.job.job_type).failed(&disposition);
                 let passed = PassedJob {
                     job: done.job.clone(),
                     outcome: PassOutcome::Failed {

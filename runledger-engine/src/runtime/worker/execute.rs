@@ -14,6 +14,7 @@ use crate::core::jobs::{
     JobCompletion, JobFailure, JobFailureKind, JobLogSink, JobLogWriter, StepOutputError,
     StepOutputReader, StepOutputs, WorkflowStepId,
 };
+use crate::core::trace::set_span_parent;
 use crate::postgres::jobs::{ClaimedJob, get_prerequisite_output};
 use crate::runtime::observer::{JobLeaseLostEvent, JobRunningEvent, LifecycleEvent, ObservedJob};
 use crate::runtime::registry::JobHandler;
@@ -40,6 +41,8 @@ impl Inner {
             .emit(LifecycleEvent::Running(JobRunningEvent {
                 job: observed.clone(),
             }));
+        let metrics = self.metrics.job(&job.job_type);
+        metrics.started(&job);
         let started = Instant::now();
         let outcome = match self.registry.get(&job.job_type) {
             Some(handler) => {
@@ -60,9 +63,16 @@ impl Inner {
                 "no handler is registered for this job type",
             )),
         };
+        let duration = started.elapsed();
         let outcome = match outcome {
-            Outcome::Success(completion) => Ok(completion),
-            Outcome::Failure(failure) => Err(failure),
+            Outcome::Success(completion) => {
+                metrics.finished(true, duration);
+                Ok(completion)
+            }
+            Outcome::Failure(failure) => {
+                metrics.finished(false, duration);
+                Err(failure)
+            }
             Outcome::LeaseLost => {
                 self.untrack(observed.job_id);
                 tracing::warn!("lease lost; handler stopped");
@@ -81,10 +91,29 @@ impl Inner {
         Some(Finished {
             job: observed,
             outcome,
-            duration: started.elapsed(),
+            duration,
             permit: None,
         })
     }
+}
+
+/// The span a job's handler runs in: the job, its attempt and, for a workflow step, its run and
+/// step. Its parent is the trace context stored with the job, when there is one and a
+/// [propagator](crate::core::trace) is installed; otherwise the worker's span.
+pub(super) fn job_span(job: &ClaimedJob) -> tracing::Span {
+    let span = tracing::info_span!(
+        "runledger.job",
+        job.id = %job.id,
+        job.r#type = %job.job_type,
+        job.attempt = job.attempt_number,
+        workflow.run_id = job.workflow_run_id.map(tracing::field::display),
+        workflow.step_id = job.workflow_step_id.map(tracing::field::display),
+        workflow.step_key = job.workflow_step_key.as_deref(),
+    );
+    if let Some(context) = &job.trace_context {
+        set_span_parent(&span, context);
+    }
+    span
 }
 
 /// Runs the handler under the job's timeout, and stops it when the lease is lost or the

@@ -31,6 +31,7 @@ use crate::postgres::jobs::{
 use crate::runtime::config::{JobsConfig, JobsConfigError, check_pool_size, warn_if_pool_small};
 use crate::runtime::error::{RuntimeLoopExit, WorkerError};
 use crate::runtime::job_logs::LogBuffer;
+use crate::runtime::metrics::WorkerMetrics;
 use crate::runtime::observer::{JobLifecycleObservers, ObservedJob};
 use crate::runtime::queues::QueueConcurrency;
 use crate::runtime::registry::JobRegistry;
@@ -261,6 +262,8 @@ struct Inner {
     aborted: Mutex<Vec<JobId>>,
     /// Lines handlers log through their context, stored in batches by one task.
     logs: Arc<LogBuffer>,
+    /// Metric handles, one set per job type.
+    metrics: WorkerMetrics,
 }
 
 /// A lease the heartbeat renews, and how to stop its handler when the lease is lost.
@@ -293,6 +296,7 @@ impl Worker {
         config.validate()?;
         check_pool_size(&pool)?;
         let job_types = registry.job_types();
+        let metrics = WorkerMetrics::register(&job_types);
         Ok(Self {
             inner: Arc::new(Inner {
                 pool,
@@ -303,6 +307,7 @@ impl Worker {
                 running: Mutex::new(HashMap::new()),
                 aborted: Mutex::new(Vec::new()),
                 logs: Arc::new(LogBuffer::default()),
+                metrics,
             }),
         })
     }
@@ -323,6 +328,7 @@ impl Worker {
             claim_jobs(&inner.pool, &inner.claim_request(i64::from(limit), queues)).await?;
         let room = i64::from(limit) - claimed.len() as i64;
         claimed.extend(claim_limited_jobs(&inner.pool, &inner.claim_request(room, queues)).await?);
+        inner.metrics.claimed(claimed.len());
         let order: Vec<JobId> = claimed.iter().map(|job| job.id).collect();
         inner.mark_running(&claimed).await;
         let tree = TaskTree::new();
@@ -333,9 +339,10 @@ impl Worker {
                 let observed = ObservedJob::from_claimed(&job);
                 let lost = inner.track(&job);
                 let (inner, never) = (Arc::clone(inner), never.clone());
+                let span = execute::job_span(&job);
                 let run = tree
                     .spawner()
-                    .spawn(async move { inner.execute(job, lost, never).await });
+                    .spawn(async move { inner.execute(job, lost, never).await }.instrument(span));
                 (observed, run)
             })
             .collect();
