@@ -301,7 +301,8 @@ async fn claim_starts_attempt_one_whose_row_is_written_when_it_ends(pool: PgPool
     assert_eq!(attempt.outcome, JobAttemptOutcome::Succeeded);
     assert_eq!(attempt.failure_kind, None);
     assert_eq!(Some(attempt.leased_at), record.leased_at);
-    assert_eq!(attempt.started_at, None);
+    // Never marked running: its completion records the lease time as its start.
+    assert_eq!(attempt.started_at, Some(attempt.leased_at));
     assert!(attempt.finished_at >= attempt.leased_at);
 }
 

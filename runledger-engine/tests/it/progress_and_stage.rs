@@ -160,3 +160,69 @@ async fn the_stage_follows_lease_start_retry_and_dead_letter(pool: PgPool) {
     .unwrap();
     assert_eq!(stage_of(&pool, job).await, JobStage::DeadLettered);
 }
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_worker_marks_a_long_handler_running_and_a_fast_one_starts_at_its_lease(pool: PgPool) {
+    define(&pool, "stage.long", DefinitionOpts::default()).await;
+    define(&pool, "stage.fast", DefinitionOpts::default()).await;
+    let long = insert_job(&pool, "stage.long", json!({})).await;
+    let fast = insert_job(&pool, "stage.fast", json!({})).await;
+
+    let seen = pool.clone();
+    let mut registry = JobRegistry::new();
+    registry
+        .register(handler("stage.long", move |ctx, _| {
+            let pool = seen.clone();
+            async move {
+                // The worker marks a handler still running after a moment; wait to see it.
+                for _ in 0..100 {
+                    if stage_of(&pool, ctx.job_id).await == JobStage::Running {
+                        return Ok(JobCompletion::success());
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(JobFailure::terminal(
+                    "stage.never_running",
+                    "never marked running",
+                ))
+            }
+        }))
+        .unwrap();
+    registry
+        .register(handler("stage.fast", |_, _| async {
+            Ok(JobCompletion::success())
+        }))
+        .unwrap();
+    let worker = Worker::new(
+        pool.clone(),
+        Arc::new(registry),
+        WorkerConfig::from_jobs_config(&fast_config("w-marks")),
+        JobLifecycleObservers::new(),
+    )
+    .unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let running =
+        tokio::spawn(worker.run(shutdown.clone(), tokio_util::sync::CancellationToken::new()));
+    for _ in 0..200 {
+        if stage_of(&pool, long).await == JobStage::Completed
+            && stage_of(&pool, fast).await == JobStage::Completed
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    shutdown.cancel();
+    running.await.unwrap();
+
+    assert_eq!(stage_of(&pool, long).await, JobStage::Completed);
+    let fast_record = get_job_by_id(&pool, fast, TenantScope::Admin)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(fast_record.stage, JobStage::Completed);
+    let attempts = list_job_attempts(&pool, fast, TenantScope::Admin)
+        .await
+        .unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].started_at, Some(attempts[0].leased_at));
+}

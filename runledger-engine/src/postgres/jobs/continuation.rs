@@ -135,7 +135,8 @@ pub async fn continue_jobs<'e>(
         ),
         attempt_row AS (
             INSERT INTO runledger.job_attempts (job_id, attempt, worker_id, outcome, leased_at, started_at)
-            SELECT id, attempt, $6, 'SUCCEEDED', leased_at, started_at FROM continued
+            SELECT id, attempt, $6, 'SUCCEEDED', leased_at, coalesce(started_at, leased_at)
+            FROM continued
         ),
         event AS (
             INSERT INTO runledger.job_events (job_id, event_type, attempt, worker_id, details)

@@ -122,9 +122,6 @@ impl Claimer {
             // Only an empty claim means nothing is due: a short one may just have skipped rows
             // another claim loop (or worker) had locked.
             let found = !claimed.is_empty();
-            if found {
-                self.inner.mark_running(&claimed).await;
-            }
             for job in claimed {
                 let (Some(slot), Some(outcome)) = (slots.split(1), outcomes.split(1)) else {
                     break;

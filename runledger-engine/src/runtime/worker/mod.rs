@@ -270,6 +270,10 @@ struct Inner {
 struct RunningLease {
     attempt: i32,
     lost: CancellationToken,
+    /// When its handler was handed the job.
+    since: std::time::Instant,
+    /// Whether `started_at` is stored (see [`heartbeat::MARK_RUNNING_AFTER`]).
+    marked: bool,
 }
 
 /// A finished handler whose outcome must be persisted.
@@ -563,6 +567,8 @@ impl Inner {
             RunningLease {
                 attempt: job.attempt,
                 lost: lost.clone(),
+                since: std::time::Instant::now(),
+                marked: false,
             },
         );
         lost
