@@ -46,9 +46,9 @@ pub use intents::{
 };
 pub use lease::{
     ClaimRequest, ClaimedJob, JobFailureDisposition, JobLease, JobSuccess, MAX_ERROR_MESSAGE_CHARS,
-    claim_jobs, claim_limited_jobs, complete_job_failure, complete_job_success,
-    complete_jobs_success, heartbeat_job, heartbeat_jobs, mark_job_running, mark_jobs_running,
-    update_job_progress,
+    claim_jobs, claim_jobs_in_transaction, claim_limited_jobs, complete_job_failure,
+    complete_job_success, complete_jobs_success, heartbeat_job, heartbeat_jobs, mark_job_running,
+    mark_jobs_running, update_job_progress,
 };
 pub use reads::{
     DeadLetterListFilter, JobAttempt, JobDeadLetter, JobEvent, JobListFilter, JobPage, JobRecord,
