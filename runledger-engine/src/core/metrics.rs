@@ -2,13 +2,15 @@
 //!
 //! Nothing is exported until the application installs a recorder (for example
 //! `metrics-exporter-prometheus`, or an OpenTelemetry bridge). Install it before starting a
-//! `Supervisor`: a worker takes its per-job-type handles once, when it starts, so that
-//! recording on the hot path is an atomic add and never allocates.
+//! `Supervisor`: a worker takes the handles of a job type and queue the first time it meets
+//! them and keeps them, so that recording on the hot path is an atomic add.
 //!
-//! Every per-job metric carries the label [`LABEL_JOB_TYPE`].
+//! Every per-job metric carries the labels [`LABEL_JOB_TYPE`] and [`LABEL_QUEUE`].
 
 /// Label: the job type.
 pub const LABEL_JOB_TYPE: &str = "job_type";
+/// Label: the job's queue (`default` unless its definition names another).
+pub const LABEL_QUEUE: &str = "queue";
 /// Label of [`JOB_DURATION_SECONDS`]: `succeeded` or `failed`.
 pub const LABEL_OUTCOME: &str = "outcome";
 /// Label of [`QUEUE_DEPTH`]: `ready`, `scheduled` or `running`.
@@ -43,16 +45,18 @@ pub const CLAIM_BATCH_SIZE: &str = "runledger_claim_batch_size";
 /// `JobsConfig::queue_depth_interval`.
 pub const QUEUE_DEPTH: &str = "runledger_queue_depth";
 
-/// The labels of a job's metrics. This is the one place that decides them: when jobs belong
-/// to named queues, the job's queue joins its type here (as `queue`), and the worker's
-/// handles are then keyed by both.
-pub(crate) fn job_labels(job_type: &str) -> Vec<metrics::Label> {
-    vec![metrics::Label::new(LABEL_JOB_TYPE, job_type.to_owned())]
+/// The labels of a job's metrics: its type and its queue. This is the one place that decides
+/// them.
+pub(crate) fn job_labels(job_type: &str, queue: &str) -> Vec<metrics::Label> {
+    vec![
+        metrics::Label::new(LABEL_JOB_TYPE, job_type.to_owned()),
+        metrics::Label::new(LABEL_QUEUE, queue.to_owned()),
+    ]
 }
 
-/// Counts `count` jobs of `job_type` inserted by an enqueue.
-pub(crate) fn count_enqueued(job_type: &str, count: u64) {
-    metrics::counter!(JOBS_ENQUEUED, job_labels(job_type)).increment(count);
+/// Counts `count` jobs of `job_type` in `queue` inserted by an enqueue.
+pub(crate) fn count_enqueued(job_type: &str, queue: &str, count: u64) {
+    metrics::counter!(JOBS_ENQUEUED, job_labels(job_type, queue)).increment(count);
 }
 
 /// Registers a description and unit of every metric with the installed recorder (exporters

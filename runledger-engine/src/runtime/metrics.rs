@@ -1,8 +1,9 @@
-//! The worker's metric handles, taken once per job type when the worker starts, so that
-//! recording an event is an atomic update: no label is built and nothing is allocated per job.
-//! The names are in [`crate::core::metrics`].
+//! The worker's metric handles, taken once per job type and queue (the first time the worker
+//! meets the pair) and kept, so that recording an event is an atomic update. The names are in
+//! [`crate::core::metrics`].
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use metrics::{Counter, Histogram, Label, counter, histogram};
@@ -13,7 +14,7 @@ use crate::core::metrics::{
 };
 use crate::postgres::jobs::{ClaimedJob, JobFailureDisposition};
 
-/// The handles of one job type.
+/// The handles of one job type in one queue.
 #[derive(Clone)]
 pub(crate) struct JobTypeMetrics {
     started: Counter,
@@ -27,8 +28,8 @@ pub(crate) struct JobTypeMetrics {
 }
 
 impl JobTypeMetrics {
-    fn register(job_type: &str) -> Self {
-        let labels = job_labels(job_type);
+    fn register(job_type: &str, queue: &str) -> Self {
+        let labels = job_labels(job_type, queue);
         let with_outcome = |outcome: &'static str| {
             let mut labels = labels.clone();
             labels.push(Label::new(LABEL_OUTCOME, outcome));
@@ -43,19 +44,6 @@ impl JobTypeMetrics {
             succeeded_duration: histogram!(JOB_DURATION_SECONDS, with_outcome("succeeded")),
             failed_duration: histogram!(JOB_DURATION_SECONDS, with_outcome("failed")),
             pickup_latency: histogram!(JOB_PICKUP_LATENCY_SECONDS, labels.iter()),
-        }
-    }
-
-    fn noop() -> Self {
-        Self {
-            started: Counter::noop(),
-            succeeded: Counter::noop(),
-            failed: Counter::noop(),
-            retried: Counter::noop(),
-            dead_lettered: Counter::noop(),
-            succeeded_duration: Histogram::noop(),
-            failed_duration: Histogram::noop(),
-            pickup_latency: Histogram::noop(),
         }
     }
 
@@ -91,30 +79,34 @@ impl JobTypeMetrics {
     }
 }
 
-/// The handles of a worker: one set per job type it runs, and the claim size.
+/// The handles of a worker: one set per job type and queue it has met, and the claim size.
 pub(crate) struct WorkerMetrics {
-    by_type: HashMap<String, JobTypeMetrics>,
-    /// For a type the worker was not started with (never claimed; kept for safety).
-    unknown: JobTypeMetrics,
+    /// By job type, then queue: looked up without building a key.
+    by_job: Mutex<HashMap<String, HashMap<String, Arc<JobTypeMetrics>>>>,
     claim_batch_size: Histogram,
 }
 
 impl WorkerMetrics {
-    /// Takes the handles from the installed recorder.
-    pub(crate) fn register(job_types: &[String]) -> Self {
+    /// A worker's handles, taken from the installed recorder as job types and queues are met.
+    pub(crate) fn new() -> Self {
         Self {
-            by_type: job_types
-                .iter()
-                .map(|job_type| (job_type.clone(), JobTypeMetrics::register(job_type)))
-                .collect(),
-            unknown: JobTypeMetrics::noop(),
+            by_job: Mutex::new(HashMap::new()),
             claim_batch_size: histogram!(CLAIM_BATCH_SIZE),
         }
     }
 
-    /// The handles of `job_type`.
-    pub(crate) fn job(&self, job_type: &str) -> &JobTypeMetrics {
-        self.by_type.get(job_type).unwrap_or(&self.unknown)
+    /// The handles of `job_type` in `queue`.
+    pub(crate) fn job(&self, job_type: &str, queue: &str) -> Arc<JobTypeMetrics> {
+        let mut by_job = self.by_job.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(handles) = by_job.get(job_type).and_then(|queues| queues.get(queue)) {
+            return Arc::clone(handles);
+        }
+        let handles = Arc::new(JobTypeMetrics::register(job_type, queue));
+        by_job
+            .entry(job_type.to_owned())
+            .or_default()
+            .insert(queue.to_owned(), Arc::clone(&handles));
+        handles
     }
 
     /// A claim leased `count` jobs.
@@ -127,13 +119,13 @@ impl WorkerMetrics {
 
 /// Counts an expired lease the reaper took back: a failed attempt, retried or dead-lettered (a
 /// rare path: the handles are looked up on the spot).
-pub(crate) fn lease_reaped(job_type: &str, dead_lettered: bool) {
+pub(crate) fn lease_reaped(job_type: &str, queue: &str, dead_lettered: bool) {
     let next = if dead_lettered {
         JOBS_DEAD_LETTERED
     } else {
         JOBS_RETRIED
     };
-    let labels = job_labels(job_type);
+    let labels = job_labels(job_type, queue);
     counter!(JOBS_FAILED, labels.iter()).increment(1);
     counter!(next, labels).increment(1);
 }

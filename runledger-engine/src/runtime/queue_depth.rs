@@ -49,7 +49,7 @@ pub struct QueueDepthSampler {
     config: QueueDepthConfig,
     /// Types reported by the last sample: one that has no unfinished job any more is set to
     /// zero once instead of keeping its last value.
-    reported: Mutex<HashSet<String>>,
+    reported: Mutex<HashSet<(String, String)>>,
 }
 
 impl QueueDepthSampler {
@@ -74,12 +74,13 @@ impl QueueDepthSampler {
         for depth in &depths {
             set_gauges(
                 &depth.job_type,
+                &depth.queue,
                 [depth.ready, depth.scheduled, depth.running],
             );
-            now_reported.insert(depth.job_type.clone());
+            now_reported.insert((depth.job_type.clone(), depth.queue.clone()));
         }
-        for gone in reported.difference(&now_reported) {
-            set_gauges(gone, [0, 0, 0]);
+        for (job_type, queue) in reported.difference(&now_reported) {
+            set_gauges(job_type, queue, [0, 0, 0]);
         }
         *reported = now_reported;
         Ok(depths)
@@ -100,10 +101,10 @@ impl QueueDepthSampler {
     }
 }
 
-/// Sets the ready, scheduled and running gauges of one job type.
-fn set_gauges(job_type: &str, counts: [i64; 3]) {
+/// Sets the ready, scheduled and running gauges of one job type in one queue.
+fn set_gauges(job_type: &str, queue: &str, counts: [i64; 3]) {
     for (state, count) in ["ready", "scheduled", "running"].into_iter().zip(counts) {
-        let mut labels = job_labels(job_type);
+        let mut labels = job_labels(job_type, queue);
         labels.push(metrics::Label::new(LABEL_STATE, state));
         metrics::gauge!(QUEUE_DEPTH, labels).set(count as f64);
     }

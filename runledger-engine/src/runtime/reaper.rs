@@ -106,7 +106,7 @@ impl Reaper {
                 } else {
                     pass.retried += 1;
                 }
-                crate::runtime::metrics::lease_reaped(&lease.job_type, dead_lettered);
+                crate::runtime::metrics::lease_reaped(&lease.job_type, &lease.queue, dead_lettered);
                 tracing::warn!(job.id = %lease.job_id, job.r#type = %lease.job_type, worker = %lease.worker_id, status = %lease.status, "reaped an expired lease");
                 self.observers.emit(LifecycleEvent::LeaseReaped(
                     JobLeaseReapedEvent::from_reaped(lease),

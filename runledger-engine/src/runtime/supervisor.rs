@@ -121,8 +121,8 @@ impl SupervisorBuilder {
     /// intent promoter for the registered job types (unless
     /// [`JobsConfig::intent_promoter_enabled`] is off), the scheduler, the reaper, the pruner
     /// (unless [`JobsConfig::pruner_enabled`] is off) and the queue depth sampler (unless
-    /// [`JobsConfig::queue_depth_interval`] is zero). Metric handles are taken here: install the
-    /// metrics recorder before. Fails
+    /// [`JobsConfig::queue_depth_interval`] is zero). Install the metrics recorder before: the
+    /// loops take their metric handles from it. Fails
     /// with `config.pool_too_small` when the pool cannot run a worker at all, and warns (in
     /// tracing) when it allows fewer connections than the loops may use at once.
     pub fn build(self) -> Result<Supervisor, RuntimeError> {

@@ -108,12 +108,21 @@ fn recorder() -> &'static TestRecorder {
     })
 }
 
+/// The key of a metric of a job type in its queue (`metrics.doomed` is in `critical`).
 fn of(name: &str, job_type: &str) -> String {
-    format!("{name}{{job_type={job_type}}}")
+    format!("{name}{{job_type={job_type},queue={}}}", queue_of(job_type))
+}
+
+fn queue_of(job_type: &str) -> &'static str {
+    if job_type == "metrics.doomed" {
+        "critical"
+    } else {
+        "default"
+    }
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
-async fn a_worker_counts_successes_retries_and_dead_letters_by_job_type(pool: PgPool) {
+async fn a_worker_counts_successes_retries_and_dead_letters_by_job_type_and_queue(pool: PgPool) {
     let recorder = recorder();
     let quick_retry = || DefinitionOpts {
         retry_base_delay_ms: 1,
@@ -123,6 +132,12 @@ async fn a_worker_counts_successes_retries_and_dead_letters_by_job_type(pool: Pg
     define(&pool, "metrics.ok", DefinitionOpts::default()).await;
     define(&pool, "metrics.flaky", quick_retry()).await;
     define(&pool, "metrics.doomed", DefinitionOpts::default()).await;
+    sqlx::query(
+        "UPDATE runledger.job_definitions SET queue = 'critical' WHERE job_type = 'metrics.doomed'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
     insert_job(&pool, "metrics.ok", json!({})).await;
     insert_job(&pool, "metrics.ok", json!({})).await;
     let flaky = insert_job(&pool, "metrics.flaky", json!({})).await;
@@ -180,7 +195,8 @@ async fn a_worker_counts_successes_retries_and_dead_letters_by_job_type(pool: Pg
 
     let durations = |job_type, outcome| {
         recorder.samples(&format!(
-            "{JOB_DURATION_SECONDS}{{job_type={job_type},outcome={outcome}}}"
+            "{JOB_DURATION_SECONDS}{{job_type={job_type},outcome={outcome},queue={}}}",
+            queue_of(job_type)
         ))
     };
     assert_eq!(durations("metrics.ok", "succeeded").len(), 2);
@@ -253,7 +269,7 @@ async fn the_queue_depth_gauge_counts_ready_scheduled_and_running_jobs_and_retur
     let sampler = QueueDepthSampler::new(pool.clone(), config).unwrap();
     let depth = |state| {
         recorder.gauge(&format!(
-            "{QUEUE_DEPTH}{{job_type=metrics.depth,state={state}}}"
+            "{QUEUE_DEPTH}{{job_type=metrics.depth,queue=default,state={state}}}"
         ))
     };
 

@@ -328,6 +328,8 @@ pub struct ReapedLease {
     pub job_id: JobId,
     /// Its type.
     pub job_type: String,
+    /// Its queue.
+    pub queue: String,
     /// The attempt whose lease expired.
     pub attempt: i32,
     /// The worker that held it.
@@ -392,8 +394,9 @@ pub async fn reap_expired_leases<'e>(
                 updated_at = now()
             FROM expired e
             WHERE q.id = e.id
-            RETURNING q.id, q.job_type, q.organization_id, q.payload, q.attempt, q.status,
-                      q.next_run_at, e.worker_id AS previous_worker_id, e.leased_at, e.started_at
+            RETURNING q.id, q.job_type, q.queue, q.organization_id, q.payload, q.attempt,
+                      q.status, q.next_run_at, e.worker_id AS previous_worker_id, e.leased_at,
+                      e.started_at
         ),
         attempt_row AS (
             INSERT INTO runledger.job_attempts (
@@ -425,6 +428,7 @@ pub async fn reap_expired_leases<'e>(
         )
         SELECT r.id AS "job_id: JobId",
                r.job_type,
+               r.queue,
                r.attempt,
                r.previous_worker_id AS "worker_id!",
                (r.started_at IS NOT NULL) AS "started!",

@@ -1,7 +1,7 @@
 //! Enqueue: one job or many in one statement, on a pool or inside the caller's transaction,
 //! with idempotency keys backed by canonical request snapshots.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -306,6 +306,8 @@ pub(crate) async fn enqueue_on(
     let mut results: Vec<Option<EnqueuedJob>> = vec![None; requests.len()];
     let mut pending: Vec<usize> = (0..requests.len()).collect();
     let keyed = requests.iter().any(|r| r.idempotency_key.is_some());
+    // The queue of every job inserted (a label of the enqueue count).
+    let mut queues: HashMap<Uuid, String> = HashMap::new();
 
     // A keyed request that lost to a concurrent insert whose transaction then rolled back finds
     // neither a row nor a conflict; trying again (only those requests) inserts it.
@@ -357,12 +359,15 @@ pub(crate) async fn enqueue_on(
                     job_type,
                     idempotency_key
                 ) WHERE idempotency_key IS NOT NULL DO NOTHING
-                RETURNING id
+                RETURNING id, queue
             )
             SELECT
                 (SELECT level FROM refused) AS refused_level,
                 (SELECT job_type FROM missing) AS missing_type,
-                coalesce((SELECT array_agg(id) FROM inserted), '{}') AS "inserted_ids!: Vec<Uuid>"
+                coalesce((SELECT array_agg(id ORDER BY id) FROM inserted), '{}')
+                    AS "inserted_ids!: Vec<Uuid>",
+                coalesce((SELECT array_agg(queue ORDER BY id) FROM inserted), '{}')
+                    AS "inserted_queues!: Vec<String>"
             "#,
             &columns.ids,
             &columns.job_types as &[&str],
@@ -389,9 +394,14 @@ pub(crate) async fn enqueue_on(
         if let Some(job_type) = inserted.missing_type {
             return Err(Error::DefinitionNotFoundOrDisabled { job_type });
         }
-        let inserted_ids: HashSet<Uuid> = inserted.inserted_ids.into_iter().collect();
+        queues.extend(
+            inserted
+                .inserted_ids
+                .into_iter()
+                .zip(inserted.inserted_queues),
+        );
         for (&index, id) in pending.iter().zip(&columns.ids) {
-            if inserted_ids.contains(id) {
+            if queues.contains_key(id) {
                 results[index] = Some(EnqueuedJob {
                     id: JobId(*id),
                     status: JobStatus::Pending,
@@ -477,25 +487,32 @@ pub(crate) async fn enqueue_on(
         ));
     }
     let jobs: Vec<EnqueuedJob> = results.into_iter().flatten().collect();
-    count_created(requests, &jobs);
+    count_created(requests, &jobs, &queues);
     Ok(jobs)
 }
 
-/// Counts the jobs a statement inserted, once per job type (a batch has few types).
-fn count_created(requests: &[JobEnqueue<'_>], jobs: &[EnqueuedJob]) {
-    let mut counts: Vec<(&str, u64)> = Vec::new();
+/// Counts the jobs a statement inserted, once per job type and queue (a batch has few).
+fn count_created(
+    requests: &[JobEnqueue<'_>],
+    jobs: &[EnqueuedJob],
+    queues: &HashMap<Uuid, String>,
+) {
+    let mut counts: Vec<(&str, &str, u64)> = Vec::new();
     for (request, job) in requests.iter().zip(jobs) {
-        if !job.created {
+        let Some(queue) = queues.get(&job.id.0).filter(|_| job.created) else {
             continue;
-        }
+        };
         let job_type = request.job_type.as_str();
-        match counts.iter_mut().find(|(seen, _)| *seen == job_type) {
-            Some((_, count)) => *count += 1,
-            None => counts.push((job_type, 1)),
+        match counts
+            .iter_mut()
+            .find(|(seen_type, seen_queue, _)| *seen_type == job_type && *seen_queue == queue)
+        {
+            Some((_, _, count)) => *count += 1,
+            None => counts.push((job_type, queue, 1)),
         }
     }
-    for (job_type, count) in counts {
-        crate::core::metrics::count_enqueued(job_type, count);
+    for (job_type, queue, count) in counts {
+        crate::core::metrics::count_enqueued(job_type, queue, count);
     }
 }
 

@@ -82,6 +82,8 @@ pub async fn get_job_metrics<'e>(
 pub struct QueueDepth {
     /// The job type.
     pub job_type: String,
+    /// The queue.
+    pub queue: String,
     /// Pending jobs that are due (claimable now).
     pub ready: i64,
     /// Pending jobs due later (delayed, or waiting for a retry).
@@ -90,9 +92,9 @@ pub struct QueueDepth {
     pub running: i64,
 }
 
-/// Counts unfinished jobs by type and state, for the queue depth gauge: one statement that
+/// Counts unfinished jobs by type, queue and state, for the queue depth gauge: one statement that
 /// reads the claim index and the lease index only, so its cost grows with the backlog, never
-/// with the finished history. Types with no unfinished job are absent.
+/// with the finished history. A type and queue with no unfinished job are absent.
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
@@ -106,24 +108,24 @@ pub async fn get_queue_depths<'e>(executor: impl PgExecutor<'e>) -> Result<Vec<Q
         QueueDepth,
         r#"
         WITH counted AS (
-            SELECT job_type,
+            SELECT job_type, queue,
                    count(*) FILTER (WHERE next_run_at <= now()) AS ready,
                    count(*) FILTER (WHERE next_run_at > now()) AS scheduled,
                    0::bigint AS running
             FROM runledger.job_queue
             WHERE status = 'PENDING'
-            GROUP BY job_type
+            GROUP BY job_type, queue
             UNION ALL
-            SELECT job_type, 0, 0, count(*)
+            SELECT job_type, queue, 0, 0, count(*)
             FROM runledger.job_queue
             WHERE status = 'LEASED'
-            GROUP BY job_type
+            GROUP BY job_type, queue
         )
-        SELECT job_type AS "job_type!", sum(ready)::bigint AS "ready!",
+        SELECT job_type AS "job_type!", queue AS "queue!", sum(ready)::bigint AS "ready!",
                sum(scheduled)::bigint AS "scheduled!", sum(running)::bigint AS "running!"
         FROM counted
-        GROUP BY job_type
-        ORDER BY job_type
+        GROUP BY job_type, queue
+        ORDER BY job_type, queue
         "#,
     )
     .fetch_all(executor)

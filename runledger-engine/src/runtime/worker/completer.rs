@@ -251,7 +251,9 @@ impl Inner {
             );
         }
         self.untrack(done.job.job_id);
-        self.metrics.job(&done.job.job_type).succeeded();
+        self.metrics
+            .job(&done.job.job_type, &done.queue)
+            .succeeded();
         let passed = PassedJob {
             job: done.job.clone(),
             outcome: PassOutcome::Succeeded,
@@ -328,7 +330,9 @@ impl Inner {
             Ok(disposition) => {
                 tracing::info!(code = %failure.code, kind = %failure.kind, ?disposition, "job attempt failed");
                 self.untrack(done.job.job_id);
-                self.metrics.job(&done.job.job_type).failed(&disposition);
+                self.metrics
+                    .job(&done.job.job_type, &done.queue)
+                    .failed(&disposition);
                 let passed = PassedJob {
                     job: done.job.clone(),
                     outcome: PassOutcome::Failed {

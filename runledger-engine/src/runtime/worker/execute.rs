@@ -41,7 +41,8 @@ impl Inner {
             .emit(LifecycleEvent::Running(JobRunningEvent {
                 job: observed.clone(),
             }));
-        let metrics = self.metrics.job(&job.job_type);
+        let metrics = self.metrics.job(&job.job_type, &job.queue);
+        let queue = job.queue.clone();
         metrics.started(&job);
         let started = Instant::now();
         let outcome = match self.registry.get(&job.job_type) {
@@ -90,6 +91,7 @@ impl Inner {
         };
         Some(Finished {
             job: observed,
+            queue,
             outcome,
             duration,
             permit: None,

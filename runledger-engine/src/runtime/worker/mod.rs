@@ -279,6 +279,8 @@ struct RunningLease {
 /// A finished handler whose outcome must be persisted.
 struct Finished {
     job: ObservedJob,
+    /// The job's queue (a label of its metrics).
+    queue: String,
     outcome: Result<JobCompletion, JobFailure>,
     duration: Duration,
     /// The job's share of [`WorkerConfig::max_unpersisted_outcomes`], held until the outcome
@@ -300,7 +302,7 @@ impl Worker {
         config.validate()?;
         check_pool_size(&pool)?;
         let job_types = registry.job_types();
-        let metrics = WorkerMetrics::register(&job_types);
+        let metrics = WorkerMetrics::new();
         Ok(Self {
             inner: Arc::new(Inner {
                 pool,
