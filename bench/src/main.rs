@@ -829,17 +829,27 @@ async fn with_history(
     reset(pool).await?;
     keep_finished(pool, history).await?;
     fill(pool, options.jobs).await?;
+    // The claim's selection as the runtime plans it: in a transaction with its settings.
+    let mut tx = pool.begin().await?;
+    sqlx::raw_sql(runledger_engine::postgres::jobs::CLAIM_PLANNER_SETTINGS)
+        .execute(&mut *tx)
+        .await?;
     let plan: Vec<String> = sqlx::query_scalar(
         "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)
-         SELECT id FROM runledger.job_queue
-         WHERE status = 'PENDING' AND next_run_at <= now() AND job_type = ANY($1)
-         ORDER BY priority DESC, next_run_at, id
-         LIMIT $2 FOR UPDATE SKIP LOCKED",
+         SELECT q.id FROM runledger.job_queue q
+         WHERE q.status = 'PENDING' AND NOT q.gated AND q.next_run_at <= now()
+           AND q.job_type = ANY($1)
+           AND NOT EXISTS (
+               SELECT 1 FROM runledger.job_queues c WHERE c.name = q.queue AND c.is_paused
+           )
+         ORDER BY q.priority DESC, q.next_run_at, q.id
+         LIMIT $2 FOR UPDATE OF q SKIP LOCKED",
     )
     .bind(vec![JOB_TYPE.to_owned()])
     .bind(64_i64)
-    .fetch_all(pool)
+    .fetch_all(&mut *tx)
     .await?;
+    tx.rollback().await?;
     println!("\nclaim selection over the history:\n{}", plan.join("\n"));
     Ok(())
 }

@@ -263,7 +263,7 @@ pub async fn claim_jobs_in_transaction(
 /// The claim transaction's planner settings (see [`claim_jobs_in_transaction`]). The paths they
 /// price out make the plan's cost look huge, so JIT compilation, which such a cost would trigger
 /// and which takes longer than the claim itself, is off too.
-const CLAIM_PLANNER_SETTINGS: &str = "SET LOCAL enable_seqscan = off; \
+pub const CLAIM_PLANNER_SETTINGS: &str = "SET LOCAL enable_seqscan = off; \
      SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off; SET LOCAL jit = off";
 
 /// Claims up to `limit` jobs under a global concurrency limit or holding an execution resource
