@@ -251,13 +251,19 @@ pub async fn claim_jobs_in_transaction(
     if request.limit <= 0 {
         return Ok(Vec::new());
     }
+    let mut tx = claim_transaction(pool).await?;
+    let claimed = claim(&mut *tx, request, false).await?;
+    tx.commit().await?;
+    Ok(claimed)
+}
+
+/// A transaction with the claim's planner settings ([`CLAIM_PLANNER_SETTINGS`]).
+async fn claim_transaction(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
     let mut tx = pool.begin().await?;
     sqlx::raw_sql(CLAIM_PLANNER_SETTINGS)
         .execute(&mut *tx)
         .await?;
-    let claimed = claim(&mut *tx, request, false).await?;
-    tx.commit().await?;
-    Ok(claimed)
+    Ok(tx)
 }
 
 /// The claim transaction's planner settings (see [`claim_jobs_in_transaction`]). The paths they
@@ -301,10 +307,7 @@ pub async fn claim_limited_jobs(
     if !due {
         return Ok(Vec::new());
     }
-    let mut tx = pool.begin().await?;
-    sqlx::raw_sql(CLAIM_PLANNER_SETTINGS)
-        .execute(&mut *tx)
-        .await?;
+    let mut tx = claim_transaction(pool).await?;
     sqlx::query!("SELECT pg_advisory_xact_lock($1)", LIMITED_CLAIM_LOCK)
         .execute(&mut *tx)
         .await?;
