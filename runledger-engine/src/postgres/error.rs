@@ -93,8 +93,14 @@ impl fmt::Display for QueryError {
 
 impl fmt::Debug for QueryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The SQLSTATE names the failure (a deadlock, a constraint) without any server detail.
+        let sqlstate = match &self.source {
+            sqlx::Error::Database(err) => err.code(),
+            _ => None,
+        };
         f.debug_struct("QueryError")
             .field("kind", &self.kind())
+            .field("sqlstate", &sqlstate)
             .finish()
     }
 }
