@@ -178,90 +178,60 @@ async fn appends_and_external_completions_meet_an_in_flight_cancellation_with_re
     complete_external_workflow_step(&pool, &gate).await.unwrap();
 }
 
-/// Mark running, heartbeat and completion lock a batch's rows in id order, the order a
-/// cancellation locks its run's jobs in, whatever order the plan reads them in: here the lower
-/// id's row sits after the other in the heap, so a sequential scan meets it second. While a
-/// transaction holds the lower id, each statement waits for it holding nothing, and the
-/// transaction can still lock the higher id (left to the plan, the statement held the higher
-/// id and the two deadlocked).
+/// A cancellation never waits for one of its run's jobs while holding another. Here a
+/// completion batch has locked the higher id of the run's two leased jobs (as a plan reading
+/// the heap in its order does) when the cancellation starts; the batch then locks the lower
+/// id. A cancellation that locked the lower id and waited for the higher deadlocked with it.
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
-async fn batch_writes_lock_their_rows_in_id_order(pool: PgPool) {
-    use runledger_engine::postgres::jobs::{heartbeat_jobs, mark_jobs_running};
-    use std::time::Duration;
-
+async fn a_cancellation_holds_no_job_while_it_waits_for_another(pool: PgPool) {
     define(&pool, "race.step", DefinitionOpts::default()).await;
-    for _ in 0..2 {
-        crate::support::insert_job(&pool, "race.step", json!({})).await;
-    }
+    let run = fan_in_run(&pool).await;
     let mut claimed = claim(&pool, "race-worker", 2).await;
     claimed.sort_by_key(|job| job.id.0);
-    let (low, high) = (claimed[0].id, claimed[1].id);
-    sqlx::query("UPDATE runledger.job_queue SET updated_at = now() WHERE id = $1")
-        .bind(low.0)
-        .execute(&pool)
+    let high = claimed[1].id;
+
+    let mut batch = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM runledger.job_queue WHERE id = $1 FOR UPDATE")
+        .bind(high.0)
+        .execute(&mut *batch)
         .await
         .unwrap();
-    let heap_order: Vec<uuid::Uuid> =
-        sqlx::query_scalar("SELECT id FROM runledger.job_queue ORDER BY ctid")
-            .fetch_all(&pool)
-            .await
-            .unwrap();
-    assert_eq!(heap_order, vec![high.0, low.0], "the heap must hold the higher id first");
-    let leases: Vec<_> = claimed.iter().map(|job| (job.id, job.attempt)).collect();
+    let cancel = {
+        let pool = pool.clone();
+        tokio::spawn(async move { cancel_workflow_run(&pool, run, TenantScope::Admin).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let successes: Vec<JobSuccess> = claimed
+        .iter()
+        .map(|job| JobSuccess {
+            job_id: job.id,
+            attempt: job.attempt,
+            output: None,
+            progress: None,
+        })
+        .collect();
+    let completed = complete_jobs_success(&mut *batch, "race-worker", &successes)
+        .await
+        .expect("the batch must get the lower id");
+    assert_eq!(completed.len(), 2);
+    batch.commit().await.unwrap();
+    cancel
+        .await
+        .unwrap()
+        .expect("the cancellation must not fail");
 
-    for statement in ["mark running", "heartbeat", "completion"] {
-        let mut holder = pool.begin().await.unwrap();
-        sqlx::query("SELECT 1 FROM runledger.job_queue WHERE id = $1 FOR UPDATE")
-            .bind(low.0)
-            .execute(&mut *holder)
-            .await
-            .unwrap();
-        let batch = {
-            let (pool, leases) = (pool.clone(), leases.clone());
-            tokio::spawn(async move {
-                let worker = "race-worker";
-                match statement {
-                    "mark running" => mark_jobs_running(&pool, worker, &leases).await,
-                    "heartbeat" => {
-                        heartbeat_jobs(&pool, worker, &leases, Duration::from_secs(600)).await
-                    }
-                    _ => {
-                        let successes: Vec<JobSuccess> = leases
-                            .iter()
-                            .map(|&(job_id, attempt)| JobSuccess {
-                                job_id,
-                                attempt,
-                                output: None,
-                                progress: None,
-                            })
-                            .collect();
-                        complete_jobs_success(&pool, worker, &successes).await
-                    }
-                }
-            })
-        };
-        let mut waiting = false;
-        for _ in 0..500 {
-            let blocked: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype IN ('transactionid', 'tuple')",
-            )
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-            if blocked > 0 {
-                waiting = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(waiting, "{statement}: the batch never waited for the held row");
-        sqlx::query("SELECT 1 FROM runledger.job_queue WHERE id = $1 FOR UPDATE NOWAIT")
-            .bind(high.0)
-            .execute(&mut *holder)
-            .await
-            .unwrap_or_else(|err| panic!("{statement} locked the higher id first: {err}"));
-        holder.rollback().await.unwrap();
-        let written = batch.await.unwrap().unwrap();
-        assert_eq!(written.len(), 2, "{statement}");
-    }
+    let steps: Vec<(String, String)> = sqlx::query_as(
+        "SELECT step_key, status FROM runledger.workflow_steps
+         WHERE workflow_run_id = $1 ORDER BY step_key",
+    )
+    .bind(run.0)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let expected = [("a1", "SUCCEEDED"), ("a2", "SUCCEEDED"), ("b", "CANCELED")];
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(key, status)| (key.to_string(), status.to_string()))
+        .collect();
+    assert_eq!(steps, expected);
 }

@@ -7,11 +7,6 @@
 //! index, and with statistics taken while few jobs were leased it did, scanning every leased
 //! row of every worker for each job of a batch. Left with the primary key, each row of a
 //! batch is one index lookup.
-//!
-//! A statement that writes several leased rows (mark running, heartbeat, completion) first
-//! locks them in id order (the `locked` CTE), the order a workflow cancellation locks its run's
-//! jobs in. Left to the plan, a small table is read sequentially, rows are locked in their
-//! physical order, and a batch holding two jobs of a run being canceled deadlocked with it.
 
 use std::time::Duration;
 
@@ -526,13 +521,9 @@ pub async fn mark_jobs_running<'e>(
     let attempts: Vec<i32> = leases.iter().map(|(_, attempt)| *attempt).collect();
     let marked = sqlx::query_scalar!(
         r#"
-        WITH locked AS (
-            SELECT id FROM runledger.job_queue WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE
-        )
         UPDATE runledger.job_queue q
         SET started_at = coalesce(q.started_at, now())
         FROM unnest($1::uuid[], $2::int4[]) AS m(id, attempt)
-        JOIN locked l ON l.id = m.id
         WHERE q.id = m.id AND q.attempt = m.attempt AND q.worker_id = $3
           AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
         RETURNING q.id AS "id!: JobId"
@@ -571,13 +562,9 @@ pub async fn heartbeat_jobs<'e>(
     let attempts: Vec<i32> = leases.iter().map(|(_, attempt)| *attempt).collect();
     let renewed = sqlx::query_scalar!(
         r#"
-        WITH locked AS (
-            SELECT id FROM runledger.job_queue WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE
-        )
         UPDATE runledger.job_queue q
         SET lease_expires_at = now() + make_interval(secs => $4)
         FROM unnest($1::uuid[], $2::int4[]) AS h(id, attempt)
-        JOIN locked l ON l.id = h.id
         WHERE q.id = h.id AND q.attempt = h.attempt AND q.worker_id = $3
           AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
         RETURNING q.id AS "id!: JobId"
@@ -676,6 +663,9 @@ pub async fn complete_jobs_success<'e>(
         return Ok(Vec::new());
     }
     crate::postgres::refresh_tcp_nodelay();
+    // The statement locks its rows in whatever order the plan reads them; a workflow
+    // cancellation never waits for one of its run's jobs while holding another
+    // (20261203090001_cancel_without_lock_waits), so the two cannot deadlock.
     let ids: Vec<Uuid> = successes.iter().map(|s| s.job_id.0).collect();
     let attempts: Vec<i32> = successes.iter().map(|s| s.attempt).collect();
     let outputs: Vec<Option<Value>> = successes.iter().map(|s| s.output.clone()).collect();
@@ -685,10 +675,7 @@ pub async fn complete_jobs_success<'e>(
         .collect::<Result<_>>()?;
     let completed = sqlx::query_scalar!(
         r#"
-        WITH locked AS (
-            SELECT id FROM runledger.job_queue WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE
-        ),
-        done AS (
+        WITH done AS (
             UPDATE runledger.job_queue q
             SET status = 'SUCCEEDED',
                 output = s.output,
@@ -700,7 +687,6 @@ pub async fn complete_jobs_success<'e>(
                 updated_at = now()
             FROM unnest($1::uuid[], $2::int4[], $3::jsonb[], $5::jsonb[])
                  AS s(id, attempt, output, progress)
-            JOIN locked l ON l.id = s.id
             WHERE q.id = s.id AND q.attempt = s.attempt AND q.worker_id = $4
               AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
             RETURNING q.id, q.attempt, q.leased_at, q.started_at
