@@ -257,20 +257,33 @@ pub async fn claim_jobs_in_transaction(
     Ok(claimed)
 }
 
-/// A transaction with the claim's planner settings ([`CLAIM_PLANNER_SETTINGS`]).
+/// A transaction with the claim's planner settings ([`CLAIM_PLANNER_SETTINGS`]), set by the
+/// same round trip as its `BEGIN`.
 async fn claim_transaction(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-    let mut tx = pool.begin().await?;
-    sqlx::raw_sql(CLAIM_PLANNER_SETTINGS)
-        .execute(&mut *tx)
-        .await?;
-    Ok(tx)
+    Ok(pool
+        .begin_with(concat!("BEGIN; ", claim_planner_settings!()))
+        .await?)
 }
+
+macro_rules! claim_planner_settings {
+    () => {
+        "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; \
+         SET LOCAL enable_sort = off; SET LOCAL jit = off; \
+         SET LOCAL plan_cache_mode = force_generic_plan"
+    };
+}
+use claim_planner_settings;
 
 /// The claim transaction's planner settings (see [`claim_jobs_in_transaction`]). The paths they
 /// price out make the plan's cost look huge, so JIT compilation, which such a cost would trigger
 /// and which takes longer than the claim itself, is off too.
-pub const CLAIM_PLANNER_SETTINGS: &str = "SET LOCAL enable_seqscan = off; \
-     SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off; SET LOCAL jit = off";
+///
+/// The claim is one statement for plain and limited claims, whose parameters choose the branch
+/// that runs. Planned for its parameters at each execution (PostgreSQL's default for a prepared
+/// statement whose generic plan looks dearer), planning took 1.4 ms against 1.2 ms of
+/// execution; its generic plan, made once per connection, reads the same indexes (with the
+/// settings above nothing else is left) and skips the branch not taken at run time.
+pub const CLAIM_PLANNER_SETTINGS: &str = claim_planner_settings!();
 
 /// Claims up to `limit` jobs under a global concurrency limit or holding an execution resource
 /// key, as [`claim_jobs`] does for the others, never leasing more jobs of a limited queue or job
