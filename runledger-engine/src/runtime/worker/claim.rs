@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{AcquireError, Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{AcquireError, Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -72,7 +72,8 @@ pub(super) struct Claimer {
     pub(super) lane: Arc<Lane>,
     pub(super) capacity: Arc<Semaphore>,
     pub(super) unpersisted: Arc<Semaphore>,
-    pub(super) wake: watch::Receiver<u64>,
+    /// Notified by the listener, and by a sibling loop whose claim came back full.
+    pub(super) wake: Arc<Notify>,
     pub(super) jobs: JobTasks,
     pub(super) finished: mpsc::UnboundedSender<Finished>,
     pub(super) hard_stop: CancellationToken,
@@ -82,7 +83,7 @@ pub(super) struct Claimer {
 }
 
 impl Claimer {
-    pub(super) async fn run(mut self, shutdown: CancellationToken) {
+    pub(super) async fn run(self, shutdown: CancellationToken) {
         let config = &self.inner.config;
         let mut backoff = Backoff::default();
         while !shutdown.is_cancelled() {
@@ -122,6 +123,10 @@ impl Claimer {
             // Only an empty claim means nothing is due: a short one may just have skipped rows
             // another claim loop (or worker) had locked.
             let found = !claimed.is_empty();
+            if claimed.len() == want && self.freed.is_none() {
+                // More may be due: let a sibling claim beside this loop.
+                self.wake.notify_one();
+            }
             for job in claimed {
                 let (Some(slot), Some(outcome)) = (slots.split(1), outcomes.split(1)) else {
                     break;
@@ -133,15 +138,7 @@ impl Claimer {
                 continue;
             }
             tokio::select! {
-                changed = self.wake.changed() => {
-                    if changed.is_err() {
-                        // The listener is gone; fall back to polling only.
-                        tokio::select! {
-                            () = tokio::time::sleep(config.poll_interval) => {}
-                            () = shutdown.cancelled() => break,
-                        }
-                    }
-                }
+                () = self.wake.notified() => {}
                 () = tokio::time::sleep(config.poll_interval) => {}
                 () = notified(self.freed.as_deref()) => {}
                 () = shutdown.cancelled() => break,

@@ -1,23 +1,28 @@
-//! LISTEN wake-ups: notifications for the worker's job types wake the claim loops at once;
-//! polling remains the correctness path.
+//! LISTEN wake-ups: a notification for one of the worker's job types wakes one claim loop of
+//! each lane at once (and the lane's loop for jobs under a global limit); polling remains the
+//! correctness path.
 
 use std::collections::HashSet;
 
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
-use tokio::sync::watch;
+use std::sync::Arc;
+
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::Backoff;
 use crate::postgres::jobs::JOB_QUEUE_CHANNEL;
 
-/// Keeps a LISTEN connection open and turns notifications for our job types into wake-ups.
+/// Keeps a LISTEN connection open and turns notifications for our job types into wake-ups:
+/// each of `wake` wakes one waiting loop, or the next loop to wait when none is waiting, so
+/// one job enqueued costs one claim per lane instead of one per claim loop.
 /// Reconnects after connection loss and wakes the worker then, since notifications sent while
 /// disconnected are lost (polling covers them too). Returns when `stop` fires.
 pub(super) async fn listen(
     pool: PgPool,
     job_types: Vec<String>,
-    wake: watch::Sender<u64>,
+    wake: Vec<Arc<Notify>>,
     stop: CancellationToken,
 ) {
     let job_types: HashSet<String> = job_types.into_iter().collect();
@@ -42,17 +47,17 @@ pub(super) async fn listen(
             () = stop.cancelled() => return,
         };
         backoff.reset();
-        wake.send_modify(|generation| *generation += 1);
+        wake_all(&wake);
         loop {
             tokio::select! {
                 received = listener.try_recv() => match received {
                     Ok(Some(notification)) => {
                         if job_types.contains(notification.payload()) {
-                            wake.send_modify(|generation| *generation += 1);
+                            wake_all(&wake);
                         }
                     }
                     // Connection lost: the next call reconnects; catch up on what was missed.
-                    Ok(None) => wake.send_modify(|generation| *generation += 1),
+                    Ok(None) => wake_all(&wake),
                     Err(err) => {
                         tracing::warn!(error = %err, "LISTEN connection broke; reconnecting");
                         break;
@@ -61,5 +66,11 @@ pub(super) async fn listen(
                 () = stop.cancelled() => return,
             }
         }
+    }
+}
+
+fn wake_all(wake: &[Arc<Notify>]) {
+    for notify in wake {
+        notify.notify_one();
     }
 }

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -395,13 +395,22 @@ impl Worker {
         let tree = TaskTree::new();
         let tasks = tree.spawner();
         let background = tasks.child_token();
-        let (wake_tx, wake_rx) = watch::channel(0_u64);
+        let lanes: Vec<(claim::Lane, Arc<Notify>, Arc<Notify>)> = inner
+            .config
+            .lanes()
+            .into_iter()
+            .map(|lane| (lane, Arc::new(Notify::new()), Arc::new(Notify::new())))
+            .collect();
+        let wake = lanes
+            .iter()
+            .flat_map(|(_, plain, limited)| [Arc::clone(plain), Arc::clone(limited)])
+            .collect();
         let (finished_tx, finished_rx) = mpsc::unbounded_channel::<Finished>();
         tasks.spawn(
             listener::listen(
                 inner.pool.clone(),
                 inner.job_types.clone(),
-                wake_tx,
+                wake,
                 background.clone(),
             )
             .instrument(tracing::debug_span!("runledger.listener")),
@@ -425,20 +434,24 @@ impl Worker {
         let jobs = JobTasks::new(tasks);
         let unpersisted = Arc::new(Semaphore::new(inner.config.max_unpersisted_outcomes));
         let mut claimers = Vec::new();
-        for lane in inner.config.lanes() {
+        for (lane, plain_wake, limited_wake) in lanes {
             let lane = Arc::new(lane);
             let capacity = Arc::new(Semaphore::new(lane.concurrency as usize));
             // The lane's claim loops, and one more for its jobs under a global limit, woken
             // when the outcome of one of those is written.
             let limited = (0..=inner.config.claim_parallelism)
-                .map(|index| (index == 0).then(|| Arc::new(tokio::sync::Notify::new())));
+                .map(|index| (index == 0).then(|| Arc::new(Notify::new())));
             for freed in limited {
                 let claimer = claim::Claimer {
                     inner: Arc::clone(&inner),
                     lane: Arc::clone(&lane),
                     capacity: Arc::clone(&capacity),
                     unpersisted: Arc::clone(&unpersisted),
-                    wake: wake_rx.clone(),
+                    wake: Arc::clone(if freed.is_some() {
+                        &limited_wake
+                    } else {
+                        &plain_wake
+                    }),
                     jobs: jobs.clone(),
                     finished: finished_tx.clone(),
                     hard_stop: hard_stop.clone(),
