@@ -400,7 +400,7 @@ async fn raw_ceiling(pool: &PgPool, meter: &CpuMeter, options: &Options) -> Resu
                 let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
                     "WITH picked AS (
                          SELECT id FROM runledger.job_queue
-                         WHERE status = 'PENDING' AND next_run_at <= now()
+                         WHERE status = 'PENDING' AND NOT gated AND next_run_at <= now()
                          ORDER BY priority DESC, next_run_at, id
                          LIMIT $1 FOR UPDATE SKIP LOCKED
                      )
