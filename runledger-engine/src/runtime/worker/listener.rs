@@ -3,11 +3,10 @@
 //! correctness path.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
-use std::sync::Arc;
-
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -69,6 +68,7 @@ pub(super) async fn listen(
     }
 }
 
+/// Wakes one loop through each of `wake`.
 fn wake_all(wake: &[Arc<Notify>]) {
     for notify in wake {
         notify.notify_one();
