@@ -7,7 +7,7 @@ use runledger_engine::core::jobs::{
     WorkflowStepStatus, WorkflowType,
 };
 use runledger_engine::postgres::jobs::{
-    CompleteExternalWorkflowStepInput, JobSuccess, TenantScope, WorkflowAppend,
+    ClaimedJob, CompleteExternalWorkflowStepInput, JobSuccess, TenantScope, WorkflowAppend,
     cancel_workflow_run, complete_external_workflow_step, complete_jobs_success,
     enqueue_workflow_run,
 };
@@ -37,6 +37,19 @@ async fn fan_in_run(pool: &PgPool) -> WorkflowRunId {
     enqueue_workflow_run(pool, &run).await.unwrap().id
 }
 
+/// A success without output for each claimed job.
+fn successes_of(claimed: &[ClaimedJob]) -> Vec<JobSuccess> {
+    claimed
+        .iter()
+        .map(|job| JobSuccess {
+            job_id: job.id,
+            attempt: job.attempt,
+            output: None,
+            progress: None,
+        })
+        .collect()
+}
+
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn cancel_and_complete_race_without_deadlock_or_lost_release(pool: PgPool) {
     define(&pool, "race.step", DefinitionOpts::default()).await;
@@ -47,15 +60,7 @@ async fn cancel_and_complete_race_without_deadlock_or_lost_release(pool: PgPool)
         // The batch names the jobs in descending id order: the statement must still lock them
         // in the order the cancellation does.
         claimed.sort_by_key(|job| std::cmp::Reverse(job.id.0));
-        let successes: Vec<JobSuccess> = claimed
-            .iter()
-            .map(|job| JobSuccess {
-                job_id: job.id,
-                attempt: job.attempt,
-                output: None,
-                progress: None,
-            })
-            .collect();
+        let successes = successes_of(&claimed);
         let complete = {
             let pool = pool.clone();
             tokio::spawn(
@@ -201,15 +206,7 @@ async fn a_cancellation_holds_no_job_while_it_waits_for_another(pool: PgPool) {
         tokio::spawn(async move { cancel_workflow_run(&pool, run, TenantScope::Admin).await })
     };
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let successes: Vec<JobSuccess> = claimed
-        .iter()
-        .map(|job| JobSuccess {
-            job_id: job.id,
-            attempt: job.attempt,
-            output: None,
-            progress: None,
-        })
-        .collect();
+    let successes = successes_of(&claimed);
     let completed = complete_jobs_success(&mut *batch, "race-worker", &successes)
         .await
         .expect("the batch must get the lower id");

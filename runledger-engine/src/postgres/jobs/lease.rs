@@ -257,14 +257,7 @@ pub async fn claim_jobs_in_transaction(
     Ok(claimed)
 }
 
-/// A transaction with the claim's planner settings ([`CLAIM_PLANNER_SETTINGS`]), set by the
-/// same round trip as its `BEGIN`.
-async fn claim_transaction(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-    Ok(pool
-        .begin_with(concat!("BEGIN; ", claim_planner_settings!()))
-        .await?)
-}
-
+/// The text of [`CLAIM_PLANNER_SETTINGS`], as a literal that `concat!` can extend.
 macro_rules! claim_planner_settings {
     () => {
         "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; \
@@ -273,7 +266,14 @@ macro_rules! claim_planner_settings {
          SET LOCAL plan_cache_mode = force_generic_plan"
     };
 }
-use claim_planner_settings;
+
+/// A transaction with the claim's planner settings ([`CLAIM_PLANNER_SETTINGS`]), set by the
+/// same round trip as its `BEGIN`.
+async fn claim_transaction(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+    Ok(pool
+        .begin_with(concat!("BEGIN; ", claim_planner_settings!()))
+        .await?)
+}
 
 /// The claim transaction's planner settings (see [`claim_jobs_in_transaction`]). The paths they
 /// price out make the plan's cost look huge, so JIT compilation, which such a cost would trigger
