@@ -829,19 +829,22 @@ async fn with_history(
     reset(pool).await?;
     keep_finished(pool, history).await?;
     fill(pool, options.jobs).await?;
-    // The claim's selection as the runtime plans it: in a transaction with its settings.
+    // The claim's selection as the runtime plans it: with the planner settings of the claim
+    // function (runledger.claim_jobs), read from the catalog.
     let mut tx = pool.begin().await?;
-    sqlx::raw_sql(runledger_engine::postgres::jobs::CLAIM_PLANNER_SETTINGS)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query(
+        "SELECT set_config(split_part(c, '=', 1), split_part(c, '=', 2), true)
+         FROM pg_proc p, unnest(p.proconfig) AS c
+         WHERE p.oid = 'runledger.claim_jobs'::regproc",
+    )
+    .execute(&mut *tx)
+    .await?;
     let plan: Vec<String> = sqlx::query_scalar(
         "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)
          SELECT q.id FROM runledger.job_queue q
          WHERE q.status = 'PENDING' AND NOT q.gated AND q.next_run_at <= now()
            AND q.job_type = ANY($1)
-           AND NOT EXISTS (
-               SELECT 1 FROM runledger.job_queues c WHERE c.name = q.queue AND c.is_paused
-           )
+           AND q.queue <> ALL (ARRAY(SELECT c.name FROM runledger.job_queues c WHERE c.is_paused))
          ORDER BY q.priority DESC, q.next_run_at, q.id
          LIMIT $2 FOR UPDATE OF q SKIP LOCKED",
     )

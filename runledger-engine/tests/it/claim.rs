@@ -583,13 +583,13 @@ async fn an_unflushed_claim_relaxes_only_its_own_transaction_and_a_default_claim
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
-async fn a_claim_in_its_own_transaction_claims_in_order_and_leaves_no_setting_behind(pool: PgPool) {
+async fn a_claim_on_a_pool_claims_in_order_and_leaves_no_setting_behind(pool: PgPool) {
     define(&pool, "test.job", DefinitionOpts::default()).await;
     for n in 0..5 {
         insert_job(&pool, "test.job", json!({"n": n})).await;
     }
 
-    let claimed = runledger_engine::postgres::jobs::claim_jobs_in_transaction(
+    let claimed = claim_jobs(
         &pool,
         &ClaimRequest::new(WORKER, 3, LONG_LEASE).unflushed_commit(),
     )
@@ -602,7 +602,7 @@ async fn a_claim_in_its_own_transaction_claims_in_order_and_leaves_no_setting_be
         .collect();
     assert_eq!(order, vec![0, 1, 2]);
     assert_eq!(count_status(&pool, "LEASED").await, 3);
-    // Its planner settings and relaxed commit ended with its transaction.
+    // Its planner settings ended with the claim, and its relaxed commit with its transaction.
     let mut conn = pool.acquire().await.unwrap();
     let settings: (String, String, String) = sqlx::query_as(
         "SELECT current_setting('enable_sort'), current_setting('jit'),

@@ -177,6 +177,50 @@ async fn a_stored_payload_too_deep_to_decode_is_dead_lettered_by_the_claim_and_t
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_stored_number_no_worker_can_decode_is_dead_lettered_by_the_claim_and_the_deepest_payload_runs(
+    pool: PgPool,
+) {
+    define(&pool, "odd", DefinitionOpts::default()).await;
+    let deepest = insert_job(&pool, "odd", nested(MAX_JSON_DEPTH)).await;
+    let huge: uuid::Uuid = sqlx::query_scalar(
+        "INSERT INTO runledger.job_queue (job_type, payload, max_attempts, timeout_seconds)
+         VALUES ('odd', '{\"n\": 1e400}'::jsonb, 3, 60)
+         RETURNING id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    insert_job(&pool, "odd", json!({ "n": 1 })).await;
+
+    let claimed = claim(&pool, "w-odd", 64).await;
+    assert_eq!(claimed.len(), 2, "the other jobs of the batch are leased");
+    let decoded = claimed.iter().find(|job| job.id == deepest).unwrap();
+    assert_eq!(decoded.payload, nested(MAX_JSON_DEPTH));
+
+    let refused = job(&pool, runledger_engine::core::jobs::JobId(huge)).await;
+    assert_eq!(refused.status, JobStatus::DeadLettered);
+    assert_eq!(refused.attempt, 0, "no handler saw it");
+    assert_eq!(
+        refused.last_error_code.as_deref(),
+        Some("job.payload_unreadable")
+    );
+    assert!(
+        refused
+            .last_error_message
+            .as_deref()
+            .is_some_and(|message| message.contains("number out of range")),
+        "{:?}",
+        refused.last_error_message
+    );
+    // Reads show the row with a marker instead of failing.
+    assert_eq!(refused.payload["unreadable"], "job.payload_unreadable");
+    let letters = list_dead_letters(&pool, &DeadLetterListFilter::new())
+        .await
+        .unwrap();
+    assert_eq!(letters.len(), 1);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn a_failure_with_nul_characters_is_recorded_with_them_replaced(pool: PgPool) {
     one_job(&pool).await;
     let claimed = claim_one(&pool).await;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{Acquire, PgExecutor, Postgres};
 use uuid::Uuid;
 
 use crate::core::jobs::limits::{
@@ -186,20 +186,25 @@ pub struct JobLease<'a> {
     pub worker_id: &'a str,
 }
 
-/// Claims up to `limit` claimable jobs in one round trip: `PENDING` and due, in an open queue,
+/// Claims up to `limit` claimable jobs in one statement: `PENDING` and due, in an open queue,
 /// highest priority first, then oldest run time, skipping rows other workers are claiming. The
 /// attempt in progress is recorded on the job row; its `job_attempts` row is written when it
-/// ends.
+/// ends. The jobs come back in claim order.
+///
+/// The statement is a call of `runledger.claim_jobs`, whose own planner settings keep the
+/// claim on the claim index whatever the table's statistics say (a backlog enqueued faster than
+/// autovacuum analyzes the table leaves statistics under which a free planner sorts every pending
+/// row at each claim), so it runs the same on a pool or inside a transaction of yours.
 ///
 /// Jobs under a global concurrency limit (of their queue or their type) or holding an execution
 /// resource key are left to [`claim_limited_jobs`]; a worker calls both. Jobs of a paused queue
 /// stay pending.
 ///
-/// A picked job whose payload nests deeper than
-/// [`MAX_JSON_DEPTH`](crate::core::jobs::limits::MAX_JSON_DEPTH) (stored by other means than
-/// `enqueue_job`, which refuses it) could never be decoded: the same statement dead-letters it
-/// with `job.payload_too_deep` instead of leasing it, so it is not returned and costs the
-/// other jobs of the batch nothing.
+/// A picked job whose stored payload a worker cannot decode (nested deeper than
+/// [`MAX_JSON_DEPTH`](crate::core::jobs::limits::MAX_JSON_DEPTH), stored by other means than
+/// `enqueue_job`, which refuses it) is dead-lettered with `job.payload_too_deep` by a second
+/// statement on the same connection, keeping its attempt count (it never reached a handler), and
+/// is not returned: it costs the other jobs of the batch nothing.
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
@@ -212,82 +217,12 @@ pub struct JobLease<'a> {
 /// }
 /// # Ok(()) }
 /// ```
-pub async fn claim_jobs<'e>(
-    executor: impl PgExecutor<'e>,
-    request: &ClaimRequest<'_>,
-) -> Result<Vec<ClaimedJob>> {
-    validate_worker_id(request.worker_id)?;
-    if request.limit <= 0 {
-        return Ok(Vec::new());
-    }
-    claim(executor, request, false).await
+pub async fn claim_jobs<'c, A>(acquire: A, request: &ClaimRequest<'_>) -> Result<Vec<ClaimedJob>>
+where
+    A: Acquire<'c, Database = Postgres>,
+{
+    claim(acquire, request, false).await
 }
-
-/// Claims as [`claim_jobs`] does, in a transaction of its own on `pool` whose planner settings
-/// keep the claim on the claim index whatever the table's statistics say, as the runtime's claim
-/// loops do.
-///
-/// A backlog enqueued faster than autovacuum analyzes the table (a new installation's first
-/// burst, a table analyzed while it held no pending job) leaves statistics that describe a
-/// handful of rows; planned from them, the claim read every pending row through a bitmap and
-/// sorted them, once per claim: 10 to 30 ms per claim for 20,000 pending jobs instead of a tenth
-/// of a millisecond. With sequential scans, bitmap scans and sorts priced out for its
-/// transaction, the claim reads the index in its order and stops at `limit`.
-///
-/// ```no_run
-/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
-/// use std::time::Duration;
-/// use runledger_engine::postgres::jobs::{claim_jobs_in_transaction, ClaimRequest};
-///
-/// let request = ClaimRequest::new("worker-1", 10, Duration::from_secs(30));
-/// let jobs = claim_jobs_in_transaction(&pool, &request).await?;
-/// # Ok(()) }
-/// ```
-pub async fn claim_jobs_in_transaction(
-    pool: &PgPool,
-    request: &ClaimRequest<'_>,
-) -> Result<Vec<ClaimedJob>> {
-    validate_worker_id(request.worker_id)?;
-    if request.limit <= 0 {
-        return Ok(Vec::new());
-    }
-    let mut tx = claim_transaction(pool).await?;
-    let claimed = claim(&mut *tx, request, false).await?;
-    tx.commit().await?;
-    Ok(claimed)
-}
-
-/// The text of [`CLAIM_PLANNER_SETTINGS`], as a literal that `concat!` can extend.
-macro_rules! claim_planner_settings {
-    () => {
-        "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; \
-         SET LOCAL enable_sort = off; SET LOCAL enable_hashjoin = off; \
-         SET LOCAL enable_mergejoin = off; SET LOCAL jit = off; \
-         SET LOCAL plan_cache_mode = force_generic_plan"
-    };
-}
-
-/// A transaction with the claim's planner settings ([`CLAIM_PLANNER_SETTINGS`]), set by the
-/// same round trip as its `BEGIN`.
-async fn claim_transaction(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-    Ok(pool
-        .begin_with(concat!("BEGIN; ", claim_planner_settings!()))
-        .await?)
-}
-
-/// The claim transaction's planner settings (see [`claim_jobs_in_transaction`]). The paths they
-/// price out make the plan's cost look huge, so JIT compilation, which such a cost would trigger
-/// and which takes longer than the claim itself, is off too.
-///
-/// The claim is one statement for plain and limited claims, whose parameters choose the branch
-/// that runs. Planned for its parameters at each execution (PostgreSQL's default for a prepared
-/// statement whose generic plan looks dearer), planning took 1.4 ms against 1.2 ms of
-/// execution; its generic plan, made once per connection, reads the same indexes (with the
-/// settings above nothing else is left) and skips the branch not taken at run time. Not
-/// knowing the limit, the generic plan guesses a thousand picked rows, and with hash joins
-/// allowed it wrote them by hashing the whole table's primary key, 30 ms per claim of 20,000
-/// pending jobs; with hash and merge joins priced out it looks each picked row up by its key.
-pub const CLAIM_PLANNER_SETTINGS: &str = claim_planner_settings!();
 
 /// Claims up to `limit` jobs under a global concurrency limit or holding an execution resource
 /// key, as [`claim_jobs`] does for the others, never leasing more jobs of a limited queue or job
@@ -295,153 +230,211 @@ pub const CLAIM_PLANNER_SETTINGS: &str = claim_planner_settings!();
 /// holds (nor two jobs of one key at once). The key is held by the leased job row itself: any
 /// end of the lease (success, failure or retry, cancel, the reaper) frees it.
 ///
-/// A cheap check comes first: when no such job is due it returns at once. Otherwise the claim
-/// runs in a transaction that first takes one advisory lock shared by every limited claim, so
-/// that the claim counts the leased jobs after the previous limited claim committed. Jobs over
-/// their limit or behind a busy key stay `PENDING` and spend no attempt.
-pub async fn claim_limited_jobs(
-    pool: &PgPool,
+/// When no such job is due it returns at once. Otherwise the claim takes one advisory lock
+/// shared by every limited claim, held until its transaction ends, so that it counts the leased
+/// jobs after the previous limited claim committed: call it on a pool (its own transaction), not
+/// inside a long transaction of yours. Jobs over their limit or behind a busy key stay `PENDING`
+/// and spend no attempt.
+pub async fn claim_limited_jobs<'c, A>(
+    acquire: A,
     request: &ClaimRequest<'_>,
-) -> Result<Vec<ClaimedJob>> {
+) -> Result<Vec<ClaimedJob>>
+where
+    A: Acquire<'c, Database = Postgres>,
+{
+    claim(acquire, request, true).await
+}
+
+/// A leased row as the claim returns it, its payload still text.
+struct LeasedRow {
+    id: JobId,
+    job_type: String,
+    queue: String,
+    resource_key: Option<String>,
+    organization_id: Option<Uuid>,
+    payload: String,
+    priority: i32,
+    attempt: i32,
+    attempt_number: i32,
+    max_attempts: i32,
+    timeout_seconds: i32,
+    lease_expires_at: DateTime<Utc>,
+    due_at: DateTime<Utc>,
+    leased_at: DateTime<Utc>,
+    workflow_run_id: Option<WorkflowRunId>,
+    workflow_step_id: Option<WorkflowStepId>,
+    workflow_step_key: Option<String>,
+    checkpoint: Option<Value>,
+    trace_context: Option<TraceContext>,
+}
+
+/// The claim: `runledger.claim_jobs` for the plain jobs or (`gated`) the limited ones, then the
+/// dead letter of any job whose payload does not decode.
+async fn claim<'c, A>(
+    acquire: A,
+    request: &ClaimRequest<'_>,
+    gated: bool,
+) -> Result<Vec<ClaimedJob>>
+where
+    A: Acquire<'c, Database = Postgres>,
+{
     validate_worker_id(request.worker_id)?;
     if request.limit <= 0 {
         return Ok(Vec::new());
     }
-    let due = sqlx::query_scalar!(
+    crate::postgres::refresh_tcp_nodelay();
+    let mut conn = acquire.acquire().await?;
+    let rows = sqlx::query_as!(
+        LeasedRow,
         r#"
-        SELECT EXISTS (
-            SELECT 1 FROM runledger.job_queue
-            WHERE status = 'PENDING' AND gated AND next_run_at <= now()
-              AND ($1::text[] IS NULL OR job_type = ANY($1))
-              AND ($2::text[] IS NULL OR queue = ANY($2))
-        ) AS "due!"
+        SELECT id AS "id!: JobId",
+               job_type AS "job_type!",
+               queue AS "queue!",
+               resource_key,
+               organization_id,
+               payload AS "payload!",
+               priority AS "priority!",
+               attempt AS "attempt!",
+               attempt_number AS "attempt_number!",
+               max_attempts AS "max_attempts!",
+               timeout_seconds AS "timeout_seconds!",
+               lease_expires_at AS "lease_expires_at!",
+               due_at AS "due_at!",
+               leased_at AS "leased_at!",
+               workflow_run_id AS "workflow_run_id: WorkflowRunId",
+               workflow_step_id AS "workflow_step_id: WorkflowStepId",
+               workflow_step_key,
+               checkpoint,
+               trace_context AS "trace_context: TraceContext"
+        FROM runledger.claim_jobs($1, $2, $3, $4, $5, $6, $7)
         "#,
+        request.worker_id,
+        request.limit,
+        request.lease_ttl.as_secs_f64(),
         request.job_types as Option<&[String]>,
         request.queues as Option<&[String]>,
+        gated,
+        request.unflushed_commit,
     )
-    .fetch_one(pool)
+    .fetch_all(&mut *conn)
     .await?;
-    if !due {
-        return Ok(Vec::new());
+    let mut claimed = Vec::with_capacity(rows.len());
+    let mut unreadable = Vec::new();
+    for row in rows {
+        match serde_json::from_str::<Value>(&row.payload) {
+            Ok(payload) => claimed.push(row.into_claimed(payload, request.worker_id)),
+            Err(err) => unreadable.push(Unreadable::new(row.id, row.attempt, &err)),
+        }
     }
-    let mut tx = claim_transaction(pool).await?;
-    sqlx::query!("SELECT pg_advisory_xact_lock($1)", LIMITED_CLAIM_LOCK)
-        .execute(&mut *tx)
-        .await?;
-    let claimed = claim(&mut *tx, request, true).await?;
-    tx.commit().await?;
+    if !unreadable.is_empty() {
+        refuse_unreadable(&mut conn, request.worker_id, &unreadable).await?;
+    }
+    claimed.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.due_at.cmp(&b.due_at))
+            .then(a.id.0.cmp(&b.id.0))
+    });
     Ok(claimed)
 }
 
-/// The advisory lock every limited claim holds for its transaction ("runledger.gated").
-const LIMITED_CLAIM_LOCK: i64 = 0x7275_6e6c_6761_7465;
+impl LeasedRow {
+    fn into_claimed(self, payload: Value, worker_id: &str) -> ClaimedJob {
+        ClaimedJob {
+            id: self.id,
+            job_type: self.job_type,
+            queue: self.queue,
+            resource_key: self.resource_key,
+            organization_id: self.organization_id,
+            payload,
+            priority: self.priority,
+            attempt: self.attempt,
+            attempt_number: self.attempt_number,
+            max_attempts: self.max_attempts,
+            timeout_seconds: self.timeout_seconds,
+            worker_id: worker_id.to_owned(),
+            lease_expires_at: self.lease_expires_at,
+            due_at: self.due_at,
+            leased_at: self.leased_at,
+            workflow_run_id: self.workflow_run_id,
+            workflow_step_id: self.workflow_step_id,
+            workflow_step_key: self.workflow_step_key,
+            checkpoint: self.checkpoint,
+            trace_context: self.trace_context,
+        }
+    }
+}
 
-/// The claim statement. `gated` selects which jobs it reads: the ungated ones through the claim
-/// index (the limited branch is a one-time filter that is never run), or the gated ones within
-/// their limits.
-async fn claim<'e>(
-    executor: impl PgExecutor<'e>,
-    request: &ClaimRequest<'_>,
-    gated: bool,
-) -> Result<Vec<ClaimedJob>> {
-    crate::postgres::refresh_tcp_nodelay();
-    let rows = sqlx::query_as!(
-        ClaimedJob,
+/// A just-leased job whose stored payload does not decode, and why.
+struct Unreadable {
+    id: JobId,
+    attempt: i32,
+    code: &'static str,
+    message: String,
+}
+
+impl Unreadable {
+    fn new(id: JobId, attempt: i32, err: &serde_json::Error) -> Self {
+        // PostgreSQL only stores valid JSON: what serde_json refuses nests too deep for its
+        // recursion limit, or holds a number outside the range of an f64.
+        let (code, message) = if err.to_string().contains("recursion limit") {
+            (
+                "job.payload_too_deep",
+                "the payload nests deeper than 127 levels and cannot be decoded; it was not run"
+                    .to_owned(),
+            )
+        } else {
+            (
+                "job.payload_unreadable",
+                format!("the stored payload cannot be decoded ({err}); it was not run"),
+            )
+        };
+        Self {
+            id,
+            attempt,
+            code,
+            message,
+        }
+    }
+}
+
+/// Dead-letters just-leased jobs whose payload does not decode, handing their attempt back (no
+/// handler saw them), with a dead-letter row keeping the stored payload and a `DEAD_LETTERED`
+/// event.
+async fn refuse_unreadable(
+    conn: &mut sqlx::PgConnection,
+    worker_id: &str,
+    refused: &[Unreadable],
+) -> Result<()> {
+    let ids: Vec<Uuid> = refused.iter().map(|job| job.id.0).collect();
+    let attempts: Vec<i32> = refused.iter().map(|job| job.attempt).collect();
+    let codes: Vec<&str> = refused.iter().map(|job| job.code).collect();
+    let messages: Vec<&str> = refused.iter().map(|job| job.message.as_str()).collect();
+    tracing::warn!(
+        jobs = ids.len(),
+        "dead-lettering claimed jobs whose payload cannot be decoded"
+    );
+    sqlx::query!(
         r#"
-        WITH open_pick AS (
-            SELECT q.id, runledger.json_too_deep(q.payload) AS unreadable
-            FROM runledger.job_queue q
-            WHERE NOT $6
-              AND q.status = 'PENDING' AND NOT q.gated
-              AND q.next_run_at <= now()
-              AND ($1::text[] IS NULL OR q.job_type = ANY($1))
-              AND ($5::text[] IS NULL OR q.queue = ANY($5))
-              AND NOT EXISTS (
-                  SELECT 1 FROM runledger.job_queues c WHERE c.name = q.queue AND c.is_paused
-              )
-            ORDER BY q.priority DESC, q.next_run_at, q.id
-            LIMIT $2
-            FOR UPDATE OF q SKIP LOCKED
-        ),
-        running AS (
-            SELECT queue, job_type
-            FROM runledger.job_queue
-            WHERE $6 AND status = 'LEASED'
-        ),
-        queue_room AS (
-            SELECT c.name,
-                   c.global_concurrency - (SELECT count(*) FROM running r WHERE r.queue = c.name) AS room
-            FROM runledger.job_queues c
-            WHERE $6 AND c.global_concurrency IS NOT NULL
-        ),
-        type_room AS (
-            SELECT d.job_type,
-                   d.global_concurrency - (SELECT count(*) FROM running r WHERE r.job_type = d.job_type) AS room
-            FROM runledger.job_definitions d
-            WHERE $6 AND d.global_concurrency IS NOT NULL
-        ),
-        gated_candidates AS (
-            SELECT q.id, q.queue, q.job_type, q.resource_key, q.priority, q.next_run_at,
-                   runledger.json_too_deep(q.payload) AS unreadable
-            FROM runledger.job_queue q
-            WHERE $6
-              AND q.status = 'PENDING' AND q.gated
-              AND q.next_run_at <= now()
-              AND ($1::text[] IS NULL OR q.job_type = ANY($1))
-              AND ($5::text[] IS NULL OR q.queue = ANY($5))
-              AND NOT EXISTS (
-                  SELECT 1 FROM runledger.job_queues c WHERE c.name = q.queue AND c.is_paused
-              )
-              AND NOT EXISTS (SELECT 1 FROM queue_room r WHERE r.name = q.queue AND r.room <= 0)
-              AND NOT EXISTS (SELECT 1 FROM type_room r WHERE r.job_type = q.job_type AND r.room <= 0)
-              AND (q.resource_key IS NULL OR NOT EXISTS (
-                  SELECT 1 FROM runledger.job_queue holder
-                  WHERE holder.resource_key = q.resource_key AND holder.status = 'LEASED'
-              ))
-            ORDER BY q.priority DESC, q.next_run_at, q.id
-            LIMIT $2 * 4
-            FOR UPDATE OF q SKIP LOCKED
-        ),
-        gated_pick AS (
-            SELECT id, unreadable
-            FROM (
-                SELECT c.id, c.unreadable, c.priority, c.next_run_at, qr.room AS queue_room,
-                       tr.room AS type_room,
-                       row_number() OVER (PARTITION BY c.queue
-                                          ORDER BY c.priority DESC, c.next_run_at, c.id) AS in_queue,
-                       row_number() OVER (PARTITION BY c.job_type
-                                          ORDER BY c.priority DESC, c.next_run_at, c.id) AS in_type,
-                       c.resource_key,
-                       row_number() OVER (PARTITION BY c.resource_key
-                                          ORDER BY c.priority DESC, c.next_run_at, c.id) AS in_resource
-                FROM gated_candidates c
-                LEFT JOIN queue_room qr ON qr.name = c.queue
-                LEFT JOIN type_room tr ON tr.job_type = c.job_type
-            ) ranked
-            WHERE (queue_room IS NULL OR in_queue <= queue_room)
-              AND (type_room IS NULL OR in_type <= type_room)
-              AND (resource_key IS NULL OR in_resource = 1)
-            ORDER BY priority DESC, next_run_at, id
-            LIMIT $2
-        ),
-        picked AS (
-            SELECT id, unreadable FROM open_pick
-            UNION ALL
-            SELECT id, unreadable FROM gated_pick
-        ),
-        refused AS (
+        WITH refused AS (
             UPDATE runledger.job_queue q
             SET status = 'DEAD_LETTERED',
-                last_error_code = 'job.payload_too_deep',
-                last_error_message = 'the payload nests deeper than 127 levels and cannot be decoded; it was not run',
+                attempt = q.attempt - 1,
+                worker_id = NULL,
+                lease_expires_at = NULL,
+                leased_at = NULL,
+                started_at = NULL,
+                last_error_code = r.code,
+                last_error_message = r.message,
                 finished_at = now(),
                 updated_at = now()
-            FROM picked
-            WHERE q.id = picked.id AND picked.unreadable
+            FROM unnest($1::uuid[], $2::int4[], $4::text[], $5::text[]) AS r(id, attempt, code, message)
+            WHERE q.id = r.id AND q.attempt = r.attempt AND q.worker_id = $3
+              AND q.leased_at IS NOT NULL
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.attempt,
                       q.last_error_code, q.last_error_message
         ),
-        refused_letter AS (
+        letter AS (
             INSERT INTO runledger.job_dead_letters (
                 job_id, job_type, organization_id, payload, attempt, failure_kind, error_code,
                 error_message
@@ -449,66 +442,21 @@ async fn claim<'e>(
             SELECT id, job_type, organization_id, payload, attempt, 'TERMINAL', last_error_code,
                    last_error_message
             FROM refused
-        ),
-        refused_event AS (
-            INSERT INTO runledger.job_events (job_id, event_type, attempt, details)
-            SELECT id, 'DEAD_LETTERED', attempt,
-                   jsonb_build_object('failure_kind', 'TERMINAL', 'error_code', last_error_code)
-            FROM refused
-        ),
-        leased AS (
-            UPDATE runledger.job_queue q
-            SET status = 'LEASED',
-                attempt = q.attempt + 1,
-                worker_id = $3,
-                lease_expires_at = now() + make_interval(secs => $4),
-                leased_at = now(),
-                started_at = NULL,
-                updated_at = now()
-            FROM picked
-            WHERE q.id = picked.id AND NOT picked.unreadable
-              AND ($7::bool IS NOT TRUE
-                   OR (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL)
-            RETURNING q.id, q.job_type, q.organization_id, q.payload, q.priority, q.attempt,
-                      q.attempt_floor, q.max_attempts, q.timeout_seconds, q.worker_id,
-                      q.lease_expires_at, q.leased_at, q.next_run_at, q.workflow_run_id,
-                      q.workflow_step_id, q.workflow_step_key, q.queue, q.resource_key,
-                      q.checkpoint, q.trace_context
         )
-        SELECT id AS "id: JobId",
-               job_type,
-               queue,
-               resource_key,
-               organization_id,
-               payload,
-               priority,
-               attempt,
-               attempt - attempt_floor AS "attempt_number!",
-               max_attempts,
-               timeout_seconds,
-               worker_id AS "worker_id!",
-               lease_expires_at AS "lease_expires_at!",
-               next_run_at AS due_at,
-               leased_at AS "leased_at!",
-               workflow_run_id AS "workflow_run_id: WorkflowRunId",
-               workflow_step_id AS "workflow_step_id: WorkflowStepId",
-               workflow_step_key,
-               checkpoint,
-               trace_context AS "trace_context: TraceContext"
-        FROM leased
-        ORDER BY priority DESC, next_run_at, id
+        INSERT INTO runledger.job_events (job_id, event_type, attempt, details)
+        SELECT id, 'DEAD_LETTERED', attempt,
+               jsonb_build_object('failure_kind', 'TERMINAL', 'error_code', last_error_code)
+        FROM refused
         "#,
-        request.job_types as Option<&[String]>,
-        request.limit,
-        request.worker_id,
-        request.lease_ttl.as_secs_f64(),
-        request.queues as Option<&[String]>,
-        gated,
-        request.unflushed_commit,
+        &ids,
+        &attempts,
+        worker_id,
+        &codes as &[&str],
+        &messages as &[&str],
     )
-    .fetch_all(executor)
+    .execute(&mut *conn)
     .await?;
-    Ok(rows)
+    Ok(())
 }
 
 /// Records that the handler of this lease started executing (the job's `started_at`; its

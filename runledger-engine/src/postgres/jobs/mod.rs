@@ -45,10 +45,10 @@ pub use intents::{
     record_job_enqueue_intent,
 };
 pub use lease::{
-    CLAIM_PLANNER_SETTINGS, ClaimRequest, ClaimedJob, JobFailureDisposition, JobLease, JobSuccess,
-    MAX_ERROR_MESSAGE_CHARS, claim_jobs, claim_jobs_in_transaction, claim_limited_jobs,
-    complete_job_failure, complete_job_success, complete_jobs_success, heartbeat_job,
-    heartbeat_jobs, mark_job_running, mark_jobs_running, update_job_progress,
+    ClaimRequest, ClaimedJob, JobFailureDisposition, JobLease, JobSuccess, MAX_ERROR_MESSAGE_CHARS,
+    claim_jobs, claim_limited_jobs, complete_job_failure, complete_job_success,
+    complete_jobs_success, heartbeat_job, heartbeat_jobs, mark_job_running, mark_jobs_running,
+    update_job_progress,
 };
 pub use reads::{
     DeadLetterListFilter, JobAttempt, JobDeadLetter, JobEvent, JobListFilter, JobPage, JobRecord,

@@ -106,7 +106,7 @@ pub async fn get_job_by_id<'e>(
         JobRecord,
         r#"
         SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
-               stage AS "stage: JobStage",
+               runledger.job_stage(status, attempt, attempt_floor, started_at) AS "stage!: JobStage",
                runledger.readable_json(payload, 'job.payload_too_deep') AS "payload!",
                priority, attempt, attempt - attempt_floor AS "attempts_used!",
                max_attempts, run_number, timeout_seconds, next_run_at, worker_id, lease_expires_at,
@@ -280,7 +280,7 @@ pub async fn list_jobs<'e>(
         JobRecord,
         r#"
         SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
-               stage AS "stage: JobStage",
+               runledger.job_stage(status, attempt, attempt_floor, started_at) AS "stage!: JobStage",
                runledger.readable_json(payload, 'job.payload_too_deep') AS "payload!",
                priority, attempt, attempt - attempt_floor AS "attempts_used!",
                max_attempts, run_number, timeout_seconds, next_run_at, worker_id, lease_expires_at,

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{Backoff, Finished, Inner, JobTasks, execute};
-use crate::postgres::jobs::{ClaimedJob, claim_jobs_in_transaction, claim_limited_jobs};
+use crate::postgres::jobs::{ClaimedJob, claim_jobs, claim_limited_jobs};
 
 /// Longest a claim waits for more slots to come free once at least one is (see
 /// [`Claimer::reserve`]).
@@ -102,7 +102,7 @@ impl Claimer {
             let claimed = if self.freed.is_some() {
                 claim_limited_jobs(&self.inner.pool, &request).await
             } else {
-                claim_jobs_in_transaction(&self.inner.pool, &request).await
+                claim_jobs(&self.inner.pool, &request).await
             };
             let claimed = match claimed {
                 Ok(claimed) => {

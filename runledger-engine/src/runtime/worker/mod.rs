@@ -25,7 +25,7 @@ use tracing::Instrument;
 
 use crate::core::jobs::{JobCompletion, JobFailure, JobFailureKind, JobId};
 use crate::postgres::jobs::{
-    ClaimRequest, ClaimedJob, JobFailureDisposition, claim_jobs_in_transaction, claim_limited_jobs,
+    ClaimRequest, ClaimedJob, JobFailureDisposition, claim_jobs, claim_limited_jobs,
     mark_jobs_running,
 };
 use crate::runtime::config::{JobsConfig, JobsConfigError, check_pool_size, warn_if_pool_small};
@@ -331,8 +331,7 @@ impl Worker {
         let queues: Vec<String> = inner.config.queues.iter().map(|q| q.name.clone()).collect();
         let queues = (!queues.is_empty()).then_some(queues.as_slice());
         let mut claimed =
-            claim_jobs_in_transaction(&inner.pool, &inner.claim_request(i64::from(limit), queues))
-                .await?;
+            claim_jobs(&inner.pool, &inner.claim_request(i64::from(limit), queues)).await?;
         let room = i64::from(limit) - claimed.len() as i64;
         claimed.extend(claim_limited_jobs(&inner.pool, &inner.claim_request(room, queues)).await?);
         inner.metrics.claimed(claimed.len());
