@@ -303,9 +303,113 @@ pub(crate) async fn enqueue_on(
     trace_context: Option<&TraceContext>,
 ) -> Result<Vec<EnqueuedJob>> {
     crate::postgres::refresh_tcp_nodelay();
+    if requests.iter().all(|r| r.idempotency_key.is_none()) {
+        enqueue_unkeyed(conn, requests, trace_context).await
+    } else {
+        enqueue_keyed(conn, requests, trace_context).await
+    }
+}
+
+/// Inserts requests without idempotency keys in one statement: nothing can conflict, so every
+/// row is a plain insert (no speculative insertion, no returned rows) and the statement's only
+/// answer is the type it found missing, if any, and each type's queue.
+async fn enqueue_unkeyed(
+    conn: &mut sqlx::PgConnection,
+    requests: &[JobEnqueue<'_>],
+    trace_context: Option<&TraceContext>,
+) -> Result<Vec<EnqueuedJob>> {
+    let all: Vec<usize> = (0..requests.len()).collect();
+    let columns = Columns::from_requests(requests, &all);
+    let inserted = sqlx::query!(
+        r#"
+        WITH definitions AS (
+            SELECT job_type, priority, max_attempts, timeout_seconds, queue,
+                   runledger.job_is_limited(job_type, queue) AS gated
+            FROM runledger.job_definitions
+            WHERE job_type = ANY($11::text[]) AND is_enabled
+        ),
+        missing AS (
+            SELECT t.job_type
+            FROM unnest($11::text[]) AS t(job_type)
+            WHERE t.job_type NOT IN (SELECT job_type FROM definitions)
+            LIMIT 1
+        ),
+        inserted AS (
+            INSERT INTO runledger.job_queue (
+                id, job_type, organization_id, payload, priority, max_attempts,
+                timeout_seconds, next_run_at, created_by_user_id, queue, resource_key, gated,
+                trace_context
+            )
+            SELECT i.id, i.job_type, i.organization_id, i.payload,
+                   coalesce(i.priority, d.priority),
+                   coalesce(i.max_attempts, d.max_attempts),
+                   coalesce(i.timeout_seconds, d.timeout_seconds),
+                   coalesce(i.run_at, now()),
+                   i.created_by_user_id, d.queue, i.resource_key,
+                   d.gated OR i.resource_key IS NOT NULL, $12
+            FROM unnest(
+                $1::uuid[], $2::text[], $3::uuid[], $4::jsonb[], $5::int4[], $6::int4[],
+                $7::int4[], $8::timestamptz[], $9::uuid[], $10::text[]
+            ) AS i(id, job_type, organization_id, payload, priority, max_attempts,
+                   timeout_seconds, run_at, created_by_user_id, resource_key)
+            JOIN definitions d ON d.job_type = i.job_type
+            WHERE NOT EXISTS (SELECT 1 FROM missing)
+        )
+        SELECT
+            (SELECT job_type FROM missing) AS missing_type,
+            coalesce((SELECT array_agg(job_type) FROM definitions), '{}')
+                AS "types!: Vec<String>",
+            coalesce((SELECT array_agg(queue) FROM definitions), '{}')
+                AS "queues!: Vec<String>"
+        "#,
+        &columns.ids,
+        &columns.job_types as &[&str],
+        columns.organization_ids.as_deref() as Option<&[Option<Uuid>]>,
+        &columns.payloads as &[Json<&Value>],
+        columns.priorities.as_deref() as Option<&[Option<i32>]>,
+        columns.max_attempts.as_deref() as Option<&[Option<i32>]>,
+        columns.timeouts.as_deref() as Option<&[Option<i32>]>,
+        columns.run_ats.as_deref() as Option<&[Option<DateTime<Utc>>]>,
+        columns.created_by.as_deref() as Option<&[Option<Uuid>]>,
+        columns.resource_keys.as_deref() as Option<&[Option<&str>]>,
+        &columns.distinct_types as &[&str],
+        trace_context as Option<&TraceContext>,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if let Some(job_type) = inserted.missing_type {
+        return Err(Error::DefinitionNotFoundOrDisabled { job_type });
+    }
+    let queues: HashMap<&str, &str> = inserted
+        .types
+        .iter()
+        .map(String::as_str)
+        .zip(inserted.queues.iter().map(String::as_str))
+        .collect();
+    count_created(requests.iter().filter_map(|request| {
+        let job_type = request.job_type.as_str();
+        queues.get(job_type).map(|queue| (job_type, *queue))
+    }));
+    Ok(columns
+        .ids
+        .iter()
+        .map(|id| EnqueuedJob {
+            id: JobId(*id),
+            status: JobStatus::Pending,
+            created: true,
+        })
+        .collect())
+}
+
+/// Inserts requests of which some carry an idempotency key: a keyed request whose key is taken
+/// resolves to the existing job (or fails with `job.idempotency_conflict`).
+async fn enqueue_keyed(
+    conn: &mut sqlx::PgConnection,
+    requests: &[JobEnqueue<'_>],
+    trace_context: Option<&TraceContext>,
+) -> Result<Vec<EnqueuedJob>> {
     let mut results: Vec<Option<EnqueuedJob>> = vec![None; requests.len()];
     let mut pending: Vec<usize> = (0..requests.len()).collect();
-    let keyed = requests.iter().any(|r| r.idempotency_key.is_some());
     // The queue of every job inserted (a label of the enqueue count).
     let mut queues: HashMap<Uuid, String> = HashMap::new();
 
@@ -317,18 +421,17 @@ pub(crate) async fn enqueue_on(
             r#"
             WITH refused AS (
                 SELECT current_setting('transaction_isolation') AS level
-                WHERE $12
-                  AND current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted')
+                WHERE current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted')
             ),
             definitions AS (
                 SELECT job_type, priority, max_attempts, timeout_seconds, queue,
                        runledger.job_is_limited(job_type, queue) AS gated
                 FROM runledger.job_definitions
-                WHERE job_type = ANY($13::text[]) AND is_enabled
+                WHERE job_type = ANY($12::text[]) AND is_enabled
             ),
             missing AS (
                 SELECT t.job_type
-                FROM unnest($13::text[]) AS t(job_type)
+                FROM unnest($12::text[]) AS t(job_type)
                 WHERE t.job_type NOT IN (SELECT job_type FROM definitions)
                 LIMIT 1
             ),
@@ -344,11 +447,11 @@ pub(crate) async fn enqueue_on(
                        coalesce(i.timeout_seconds, d.timeout_seconds),
                        coalesce(i.run_at, now()),
                        i.idempotency_key, i.enqueue_request, i.created_by_user_id, d.queue,
-                       i.resource_key, d.gated OR i.resource_key IS NOT NULL, $15
+                       i.resource_key, d.gated OR i.resource_key IS NOT NULL, $14
                 FROM unnest(
                     $1::uuid[], $2::text[], $3::uuid[], $4::jsonb[], $5::int4[], $6::int4[],
                     $7::int4[], $8::timestamptz[], $9::text[], $10::jsonb[], $11::uuid[],
-                    $14::text[]
+                    $13::text[]
                 ) AS i(id, job_type, organization_id, payload, priority, max_attempts,
                        timeout_seconds, run_at, idempotency_key, enqueue_request, created_by_user_id,
                        resource_key)
@@ -371,18 +474,17 @@ pub(crate) async fn enqueue_on(
             "#,
             &columns.ids,
             &columns.job_types as &[&str],
-            &columns.organization_ids as &[Option<Uuid>],
+            columns.organization_ids.as_deref() as Option<&[Option<Uuid>]>,
             &columns.payloads as &[Json<&Value>],
-            &columns.priorities as &[Option<i32>],
-            &columns.max_attempts as &[Option<i32>],
-            &columns.timeouts as &[Option<i32>],
-            &columns.run_ats as &[Option<DateTime<Utc>>],
+            columns.priorities.as_deref() as Option<&[Option<i32>]>,
+            columns.max_attempts.as_deref() as Option<&[Option<i32>]>,
+            columns.timeouts.as_deref() as Option<&[Option<i32>]>,
+            columns.run_ats.as_deref() as Option<&[Option<DateTime<Utc>>]>,
             &columns.keys as &[Option<&str>],
             &columns.snapshots as &[Option<Value>],
-            &columns.created_by as &[Option<Uuid>],
-            keyed,
+            columns.created_by.as_deref() as Option<&[Option<Uuid>]>,
             &columns.distinct_types as &[&str],
-            &columns.resource_keys as &[Option<&str>],
+            columns.resource_keys.as_deref() as Option<&[Option<&str>]>,
             trace_context as Option<&TraceContext>,
         )
         .fetch_one(&mut *conn)
@@ -487,22 +589,18 @@ pub(crate) async fn enqueue_on(
         ));
     }
     let jobs: Vec<EnqueuedJob> = results.into_iter().flatten().collect();
-    count_created(requests, &jobs, &queues);
+    count_created(requests.iter().zip(&jobs).filter_map(|(request, job)| {
+        let queue = queues.get(&job.id.0).filter(|_| job.created)?;
+        Some((request.job_type.as_str(), queue.as_str()))
+    }));
     Ok(jobs)
 }
 
-/// Counts the jobs a statement inserted, once per job type and queue (a batch has few).
-fn count_created(
-    requests: &[JobEnqueue<'_>],
-    jobs: &[EnqueuedJob],
-    queues: &HashMap<Uuid, String>,
-) {
+/// Counts the jobs a statement inserted, given as (job type, queue) pairs, once per pair (a
+/// batch has few).
+fn count_created<'a>(created: impl IntoIterator<Item = (&'a str, &'a str)>) {
     let mut counts: Vec<(&str, &str, u64)> = Vec::new();
-    for (request, job) in requests.iter().zip(jobs) {
-        let Some(queue) = queues.get(&job.id.0).filter(|_| job.created) else {
-            continue;
-        };
-        let job_type = request.job_type.as_str();
+    for (job_type, queue) in created {
         match counts
             .iter_mut()
             .find(|(seen_type, seen_queue, _)| *seen_type == job_type && *seen_queue == queue)
@@ -516,43 +614,52 @@ fn count_created(
     }
 }
 
-/// The request list as column arrays, for one `unnest` insert.
+/// The request list as column arrays, for one `unnest` insert. A column every request leaves
+/// unset is sent as one NULL array instead of an array of NULLs (`unnest` pads it).
 struct Columns<'a> {
     ids: Vec<Uuid>,
     job_types: Vec<&'a str>,
-    organization_ids: Vec<Option<Uuid>>,
+    organization_ids: Option<Vec<Option<Uuid>>>,
     payloads: Vec<Json<&'a Value>>,
-    priorities: Vec<Option<i32>>,
-    max_attempts: Vec<Option<i32>>,
-    timeouts: Vec<Option<i32>>,
-    run_ats: Vec<Option<DateTime<Utc>>>,
+    priorities: Option<Vec<Option<i32>>>,
+    max_attempts: Option<Vec<Option<i32>>>,
+    timeouts: Option<Vec<Option<i32>>>,
+    run_ats: Option<Vec<Option<DateTime<Utc>>>>,
     keys: Vec<Option<&'a str>>,
     snapshots: Vec<Option<Value>>,
-    created_by: Vec<Option<Uuid>>,
-    resource_keys: Vec<Option<&'a str>>,
+    created_by: Option<Vec<Option<Uuid>>>,
+    resource_keys: Option<Vec<Option<&'a str>>>,
     /// Each job type once, for the definition check.
     distinct_types: Vec<&'a str>,
+}
+
+/// The values, or `None` when every one is `None`.
+fn unless_all_unset<T>(values: Vec<Option<T>>) -> Option<Vec<Option<T>>> {
+    values.iter().any(Option::is_some).then_some(values)
 }
 
 impl<'a> Columns<'a> {
     /// Columns of the requests at `indices`, each with a fresh UUIDv7.
     fn from_requests(requests: &'a [JobEnqueue<'a>], indices: &[usize]) -> Self {
         let picked = || indices.iter().map(|&index| &requests[index]);
+        let column = |value: fn(&JobEnqueue<'a>) -> Option<i32>| {
+            unless_all_unset(picked().map(value).collect())
+        };
         Self {
             ids: picked().map(|_| Uuid::now_v7()).collect(),
             job_types: picked().map(|r| r.job_type.as_str()).collect(),
-            organization_ids: picked().map(|r| r.organization_id).collect(),
+            organization_ids: unless_all_unset(picked().map(|r| r.organization_id).collect()),
             payloads: picked().map(|r| Json(r.payload)).collect(),
-            priorities: picked().map(|r| r.priority).collect(),
-            max_attempts: picked().map(|r| r.max_attempts).collect(),
-            timeouts: picked().map(|r| r.timeout_seconds).collect(),
-            run_ats: picked().map(JobEnqueue::effective_run_at).collect(),
+            priorities: column(|r| r.priority),
+            max_attempts: column(|r| r.max_attempts),
+            timeouts: column(|r| r.timeout_seconds),
+            run_ats: unless_all_unset(picked().map(JobEnqueue::effective_run_at).collect()),
             keys: picked().map(|r| r.idempotency_key).collect(),
             snapshots: picked()
                 .map(|r| r.idempotency_key.map(|_| r.snapshot()))
                 .collect(),
-            created_by: picked().map(|r| r.created_by_user_id).collect(),
-            resource_keys: picked().map(|r| r.resource_key).collect(),
+            created_by: unless_all_unset(picked().map(|r| r.created_by_user_id).collect()),
+            resource_keys: unless_all_unset(picked().map(|r| r.resource_key).collect()),
             distinct_types: picked()
                 .map(|r| r.job_type.as_str())
                 .collect::<BTreeSet<_>>()
