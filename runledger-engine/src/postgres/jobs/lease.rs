@@ -221,7 +221,8 @@ pub async fn claim_jobs<'c, A>(acquire: A, request: &ClaimRequest<'_>) -> Result
 where
     A: Acquire<'c, Database = Postgres>,
 {
-    claim(acquire, request, false).await
+    let mut conn = acquire.acquire().await?;
+    claim_on(&mut conn, request, false).await
 }
 
 /// Claims up to `limit` jobs under a global concurrency limit or holding an execution resource
@@ -242,7 +243,8 @@ pub async fn claim_limited_jobs<'c, A>(
 where
     A: Acquire<'c, Database = Postgres>,
 {
-    claim(acquire, request, true).await
+    let mut conn = acquire.acquire().await?;
+    claim_on(&mut conn, request, true).await
 }
 
 /// A leased row as the claim returns it, its payload still text.
@@ -268,22 +270,19 @@ struct LeasedRow {
     trace_context: Option<TraceContext>,
 }
 
-/// The claim: `runledger.claim_jobs` for the plain jobs or (`gated`) the limited ones, then the
-/// dead letter of any job whose payload does not decode.
-async fn claim<'c, A>(
-    acquire: A,
+/// The claim on `conn`: `runledger.claim_jobs` for the plain jobs ([`claim_jobs`]) or (`gated`)
+/// the limited ones ([`claim_limited_jobs`]), then the dead letter of any job whose payload does
+/// not decode.
+pub(crate) async fn claim_on(
+    conn: &mut sqlx::PgConnection,
     request: &ClaimRequest<'_>,
     gated: bool,
-) -> Result<Vec<ClaimedJob>>
-where
-    A: Acquire<'c, Database = Postgres>,
-{
+) -> Result<Vec<ClaimedJob>> {
     validate_worker_id(request.worker_id)?;
     if request.limit <= 0 {
         return Ok(Vec::new());
     }
     crate::postgres::refresh_tcp_nodelay();
-    let mut conn = acquire.acquire().await?;
     let rows = sqlx::query_as!(
         LeasedRow,
         r#"
@@ -327,7 +326,7 @@ where
         }
     }
     if !unreadable.is_empty() {
-        refuse_unreadable(&mut conn, request.worker_id, &unreadable).await?;
+        refuse_unreadable(conn, request.worker_id, &unreadable).await?;
     }
     claimed.sort_by(|a, b| {
         b.priority

@@ -10,7 +10,7 @@ mod detail;
 mod enqueue;
 mod handles;
 mod intents;
-mod lease;
+pub(crate) mod lease;
 mod logs;
 mod metrics;
 mod payload_edit;
