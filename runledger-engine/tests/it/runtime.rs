@@ -261,6 +261,111 @@ async fn running_handlers_never_exceed_max_global_concurrency(pool: PgPool) {
     );
 }
 
+/// Enqueues `count` jobs of `job_type` in one statement.
+async fn enqueue_many(pool: &PgPool, job_type: &str, count: usize) {
+    let payloads: Vec<_> = (0..count).map(|n| json!({ "n": n })).collect();
+    let requests: Vec<_> = payloads
+        .iter()
+        .map(|p| runledger_engine::postgres::jobs::JobEnqueue::new(job_type, p))
+        .collect();
+    runledger_engine::postgres::jobs::enqueue_jobs(pool, &requests)
+        .await
+        .unwrap();
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn short_handlers_are_claimed_ahead_of_free_slots_and_still_run_within_the_concurrency(
+    pool: PgPool,
+) {
+    let current = Arc::new(AtomicI64::new(0));
+    let peak = Arc::new(AtomicI64::new(0));
+    let (c, p) = (Arc::clone(&current), Arc::clone(&peak));
+    let catalog = JobCatalog::new().job(
+        "short",
+        handler("short", move |_, _| {
+            let (current, peak) = (Arc::clone(&c), Arc::clone(&p));
+            async move {
+                let now = current.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                current.fetch_sub(1, Ordering::SeqCst);
+                Ok(JobCompletion::success())
+            }
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    enqueue_many(&pool, "short", 400).await;
+
+    let mut config = fast_config("w-ahead");
+    config.max_global_concurrency = 4;
+    config.claim_batch_size = 16;
+    let supervisor = Supervisor::builder(&pool, config)
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap();
+    wait_for_status(&pool, "SUCCEEDED", 400, WAIT).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    let peak = peak.load(Ordering::SeqCst);
+    assert!(peak <= 4, "peak concurrency {peak} exceeded the limit of 4");
+    // The jobs one claim leased share its lease time: some claims took more jobs than the
+    // lane has slots, the rest waiting for a slot in memory.
+    let largest_claim: i64 = sqlx::query_scalar(
+        "SELECT max(n) FROM (SELECT count(*) AS n FROM runledger.job_queue GROUP BY leased_at) c",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(
+        largest_claim > 4,
+        "no claim took more than the 4 free slots (largest {largest_claim})"
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn long_handlers_are_never_claimed_ahead_of_free_slots(pool: PgPool) {
+    // How long each job waited between its lease and its handler's start: a job claimed ahead
+    // waits for a slot, here for a whole handler's run.
+    let waits = Arc::new(Mutex::new(Vec::new()));
+    let recorded = Arc::clone(&waits);
+    let catalog = JobCatalog::new().job(
+        "long",
+        handler("long", move |ctx, _| {
+            let recorded = Arc::clone(&recorded);
+            async move {
+                let leased_at = ctx.lease_expires_at.unwrap() - chrono::Duration::seconds(10);
+                recorded
+                    .lock()
+                    .unwrap()
+                    .push(chrono::Utc::now() - leased_at);
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                Ok(JobCompletion::success())
+            }
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    enqueue_many(&pool, "long", 8).await;
+
+    let mut config = fast_config("w-no-ahead");
+    config.max_global_concurrency = 2;
+    config.claim_batch_size = 16;
+    let supervisor = Supervisor::builder(&pool, config)
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap();
+    wait_for_status(&pool, "SUCCEEDED", 8, WAIT).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+    let waits = waits.lock().unwrap();
+    assert_eq!(waits.len(), 8);
+    let longest = waits.iter().max().unwrap();
+    assert!(
+        *longest < chrono::Duration::milliseconds(100),
+        "a job waited {longest} between its lease and its handler"
+    );
+}
+
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn graceful_shutdown_drains_in_flight_jobs_within_the_deadline(pool: PgPool) {
     let started = Arc::new(AtomicUsize::new(0));

@@ -9,9 +9,16 @@
 //! freed when it returns) and room for unpersisted outcomes (held until the completer has
 //! written the outcome). Freeing the slot before the outcome is written is what lets the next
 //! claim take a whole batch instead of the one or two slots that trickle back.
+//!
+//! While the lane's handlers return within [`CLAIM_AHEAD_MAX_HANDLER_TIME`], a claim also takes
+//! up to a batch of jobs beyond its free slots, which wait in memory for the next slot: claims
+//! stay whole batches (each statement's fixed cost spread over more jobs) and the next claim is
+//! in flight while the previous batch runs. A job claimed ahead waits about one handler's time
+//! for its slot, so a lane whose handlers run longer claims only what it can start at once.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use sqlx::pool::PoolConnection;
 use sqlx::{PgPool, Postgres};
@@ -26,6 +33,10 @@ use crate::postgres::jobs::lease::claim_on;
 /// Longest a claim waits for more slots to come free once at least one is (see
 /// [`Claimer::reserve`]).
 const CLAIM_GATHER_WINDOW: Duration = Duration::from_millis(2);
+
+/// Longest recent handler time (a moving average over the lane's handlers) at which a lane
+/// claims jobs ahead of its free slots.
+pub(super) const CLAIM_AHEAD_MAX_HANDLER_TIME: Duration = Duration::from_millis(5);
 
 /// Adds to `held` whatever `semaphore` has free right now, up to `target` permits in all.
 fn top_up(semaphore: &Arc<Semaphore>, held: &mut OwnedSemaphorePermit, target: usize) {
@@ -43,6 +54,76 @@ fn top_up(semaphore: &Arc<Semaphore>, held: &mut OwnedSemaphorePermit, target: u
 pub(super) struct Lane {
     pub(super) queues: Option<Vec<String>>,
     pub(super) concurrency: u32,
+}
+
+/// A lane's room for jobs, shared by its claim loops: its handler slots, the jobs it may claim
+/// ahead of a free slot, and how long its handlers have been taking.
+pub(super) struct LaneCapacity {
+    slots: Arc<Semaphore>,
+    ahead: Arc<Semaphore>,
+    /// Moving average of the handlers' run times in microseconds; `u64::MAX` until one returns,
+    /// so a lane claims ahead only once its handlers have shown they are short.
+    handler_micros: AtomicU64,
+}
+
+impl LaneCapacity {
+    /// Room for `concurrency` handlers and, while they are short, as many jobs again (at most a
+    /// claim batch) waiting for a slot.
+    pub(super) fn new(concurrency: u32, claim_batch_size: u32) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(concurrency as usize)),
+            ahead: Arc::new(Semaphore::new(concurrency.min(claim_batch_size) as usize)),
+            handler_micros: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    fn record_handler_time(&self, took: Duration) {
+        let took = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let average = self.handler_micros.load(Ordering::Relaxed);
+        let next = if average == u64::MAX {
+            took
+        } else {
+            average - average / 8 + took / 8
+        };
+        self.handler_micros.store(next, Ordering::Relaxed);
+    }
+
+    fn handlers_are_short(&self) -> bool {
+        self.handler_micros.load(Ordering::Relaxed)
+            <= CLAIM_AHEAD_MAX_HANDLER_TIME.as_micros() as u64
+    }
+}
+
+/// The room one claim reserved: slots for the jobs that start at once, permits for the jobs
+/// claimed ahead, and one outcome permit for each job.
+struct Reserved {
+    slots: OwnedSemaphorePermit,
+    ahead: Option<OwnedSemaphorePermit>,
+    outcomes: OwnedSemaphorePermit,
+}
+
+impl Reserved {
+    fn jobs(&self) -> usize {
+        self.slots.num_permits() + self.ahead.as_ref().map_or(0, |a| a.num_permits())
+    }
+
+    /// The room of the next claimed job: its start (a slot now, or a wait for one) and its
+    /// outcome permit.
+    fn next(&mut self) -> Option<(Start, OwnedSemaphorePermit)> {
+        let outcome = self.outcomes.split(1)?;
+        match self.slots.split(1) {
+            Some(slot) => Some((Start::Now(slot), outcome)),
+            None => Some((Start::Ahead(self.ahead.as_mut()?.split(1)?), outcome)),
+        }
+    }
+}
+
+/// How a claimed job gets its handler slot.
+enum Start {
+    /// It has one.
+    Now(OwnedSemaphorePermit),
+    /// It was claimed ahead and waits for the next free one.
+    Ahead(OwnedSemaphorePermit),
 }
 
 /// A job's room among the unpersisted outcomes, held until its outcome is written; then the
@@ -102,7 +183,7 @@ impl HeldConnection {
 pub(super) struct Claimer {
     pub(super) inner: Arc<Inner>,
     pub(super) lane: Arc<Lane>,
-    pub(super) capacity: Arc<Semaphore>,
+    pub(super) capacity: Arc<LaneCapacity>,
     pub(super) unpersisted: Arc<Semaphore>,
     /// Notified by the listener, and by a sibling loop whose claim came back full.
     pub(super) wake: Arc<Notify>,
@@ -121,7 +202,7 @@ impl Claimer {
         let mut conn = HeldConnection::default();
         while !shutdown.is_cancelled() {
             // A loop that may wait long for a slot lends its connection back to the pool.
-            if self.capacity.available_permits() == 0 {
+            if self.capacity.slots.available_permits() == 0 {
                 conn.release();
             }
             // Reserve capacity first so concurrent claim loops never overshoot the limits.
@@ -129,10 +210,10 @@ impl Claimer {
                 reserved = self.reserve() => reserved,
                 () = shutdown.cancelled() => break,
             };
-            let Ok((mut slots, mut outcomes)) = reserved else {
+            let Ok(mut reserved) = reserved else {
                 break;
             };
-            let want = slots.num_permits();
+            let want = reserved.jobs();
             let request = self
                 .inner
                 .claim_request(want as i64, self.lane.queues.as_deref());
@@ -146,7 +227,7 @@ impl Claimer {
                     claimed
                 }
                 Err(err) => {
-                    drop((slots, outcomes));
+                    drop(reserved);
                     conn.discard();
                     tracing::warn!(code = err.code(), error = %err.internal_message(), "claim failed; backing off");
                     tokio::select! {
@@ -165,12 +246,12 @@ impl Claimer {
                 self.wake.notify_one();
             }
             for job in claimed {
-                let (Some(slot), Some(outcome)) = (slots.split(1), outcomes.split(1)) else {
+                let Some((start, outcome)) = reserved.next() else {
                     break;
                 };
-                self.spawn_job(job, slot, outcome);
+                self.spawn_job(job, start, outcome);
             }
-            drop((slots, outcomes));
+            drop(reserved);
             if found {
                 continue;
             }
@@ -191,51 +272,84 @@ impl Claimer {
     /// overlap instead of one loop taking every slot while the others claim one or two jobs.
     /// When few slots are free it waits up to [`CLAIM_GATHER_WINDOW`] for half a share, so that
     /// slots trickling back one by one as handlers return are claimed together instead of
-    /// costing a round trip each.
-    async fn reserve(&self) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), AcquireError> {
+    /// costing a round trip each. While handlers are short it adds room for jobs claimed
+    /// ahead, up to a whole claim batch in all.
+    async fn reserve(&self) -> Result<Reserved, AcquireError> {
         let config = &self.inner.config;
+        let capacity = &self.capacity;
         let share = (self.lane.concurrency / config.claim_parallelism).max(1) as usize;
-        let target = (config.claim_batch_size as usize)
-            .min(share)
-            .min(config.max_unpersisted_outcomes);
+        let batch = (config.claim_batch_size as usize).min(config.max_unpersisted_outcomes);
+        let target = batch.min(share);
         let enough = (target / 2).max(1);
-        let mut slots = Arc::clone(&self.capacity).acquire_owned().await?;
-        if slots.num_permits() + self.capacity.available_permits() < enough {
+        let mut slots = Arc::clone(&capacity.slots).acquire_owned().await?;
+        if slots.num_permits() + capacity.slots.available_permits() < enough {
             let more = (enough - slots.num_permits()) as u32;
             let gathered = tokio::time::timeout(
                 CLAIM_GATHER_WINDOW,
-                Arc::clone(&self.capacity).acquire_many_owned(more),
+                Arc::clone(&capacity.slots).acquire_many_owned(more),
             )
             .await;
             if let Ok(more) = gathered {
                 slots.merge(more?);
             }
         }
-        top_up(&self.capacity, &mut slots, target);
-        let mut outcomes = Arc::clone(&self.unpersisted).acquire_owned().await?;
-        top_up(&self.unpersisted, &mut outcomes, slots.num_permits());
-        // Slots beyond the outcome permits go back at once.
-        if let Some(extra) = slots.split(slots.num_permits() - outcomes.num_permits()) {
-            drop(extra);
+        top_up(&capacity.slots, &mut slots, target);
+        let mut ahead = None;
+        let room = batch.saturating_sub(slots.num_permits());
+        // Jobs under a global limit are claimed only to run: a leased job holds its global slot.
+        if room > 0 && self.freed.is_none() && capacity.handlers_are_short() {
+            let free = capacity.ahead.available_permits().min(room);
+            if free > 0 {
+                ahead = Arc::clone(&capacity.ahead)
+                    .try_acquire_many_owned(free as u32)
+                    .ok();
+            }
         }
-        Ok((slots, outcomes))
+        let mut reserved = Reserved {
+            slots,
+            ahead,
+            outcomes: Arc::clone(&self.unpersisted).acquire_owned().await?,
+        };
+        let jobs = reserved.jobs();
+        top_up(&self.unpersisted, &mut reserved.outcomes, jobs);
+        // Room beyond the outcome permits goes back at once, jobs claimed ahead first.
+        let mut extra = jobs - reserved.outcomes.num_permits();
+        if let Some(ahead) = &mut reserved.ahead {
+            let given = extra.min(ahead.num_permits());
+            drop(ahead.split(given));
+            extra -= given;
+        }
+        drop(reserved.slots.split(extra));
+        Ok(reserved)
     }
 
-    fn spawn_job(
-        &self,
-        job: ClaimedJob,
-        slot: OwnedSemaphorePermit,
-        outcome: OwnedSemaphorePermit,
-    ) {
+    fn spawn_job(&self, job: ClaimedJob, start: Start, outcome: OwnedSemaphorePermit) {
         let lost = self.inner.track(&job);
         let span = execute::job_span(&job);
         let inner = Arc::clone(&self.inner);
+        let capacity = Arc::clone(&self.capacity);
         let finished = self.finished.clone();
         let hard_stop = self.hard_stop.clone();
         let freed = self.freed.clone();
         self.jobs.spawn(
             async move {
+                let slot = match start {
+                    Start::Now(slot) => slot,
+                    Start::Ahead(ahead) => {
+                        let slot = tokio::select! {
+                            slot = Arc::clone(&capacity.slots).acquire_owned() => slot.ok(),
+                            () = hard_stop.cancelled() => None,
+                        };
+                        drop(ahead);
+                        match slot {
+                            Some(slot) => slot,
+                            None => return inner.abort_unstarted(job.id),
+                        }
+                    }
+                };
+                let started = Instant::now();
                 let done = inner.execute(job, lost, hard_stop).await;
+                capacity.record_handler_time(started.elapsed());
                 // The handler has returned: its slot can run the next job while the outcome
                 // waits for the completer.
                 drop(slot);

@@ -435,7 +435,10 @@ impl Worker {
         let mut claimers = Vec::new();
         for (lane, plain_wake, limited_wake) in lanes {
             let lane = Arc::new(lane);
-            let capacity = Arc::new(Semaphore::new(lane.concurrency as usize));
+            let capacity = Arc::new(claim::LaneCapacity::new(
+                lane.concurrency,
+                inner.config.claim_batch_size,
+            ));
             // The lane's claim loops, and one more for its jobs under a global limit, woken
             // when the outcome of one of those is written.
             let limited = (0..=inner.config.claim_parallelism)
@@ -591,6 +594,13 @@ impl Inner {
 
     fn untrack(&self, job_id: JobId) {
         lock(&self.running).remove(&job_id);
+    }
+
+    /// Gives up a job claimed ahead whose slot never came before the hard stop: like a handler
+    /// dropped by it, the job is reported aborted and the reaper retries it.
+    fn abort_unstarted(&self, job_id: JobId) {
+        self.untrack(job_id);
+        lock(&self.aborted).push(job_id);
     }
 }
 
