@@ -935,3 +935,93 @@ async fn a_retried_step_stays_active_and_its_dependent_waits_for_the_retry(pool:
     );
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 }
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_step_reads_running_while_its_job_is_leased_and_its_claim_writes_no_step_row(
+    pool: PgPool,
+) {
+    use runledger_engine::postgres::jobs::{
+        ClaimRequest, claim_jobs, complete_job_failure, complete_job_success,
+    };
+
+    crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
+    let meta = json!({});
+    let payload = json!({});
+    let run = WorkflowDagBuilder::new("wf.running", &meta)
+        .job("only", "wf.step", &payload)
+        .unwrap()
+        .build()
+        .unwrap();
+    let run_id = enqueue_workflow_run(&pool, &run).await.unwrap().id;
+    let stored = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT status FROM runledger.workflow_steps WHERE workflow_run_id = $1",
+        )
+        .bind(run_id.0)
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    let claim = || async {
+        claim_jobs(
+            &pool,
+            &ClaimRequest::new("w-running", 1, Duration::from_secs(60)),
+        )
+        .await
+        .unwrap()
+        .remove(0)
+    };
+    let step_version = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT xmin::text FROM runledger.workflow_steps WHERE workflow_run_id = $1",
+        )
+        .bind(run_id.0)
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    let released = step_version().await;
+
+    let job = claim().await;
+    assert_eq!(
+        step_statuses(&pool, run_id).await[0].1,
+        WorkflowStepStatus::Running
+    );
+    assert_eq!(stored().await, "ENQUEUED");
+    assert_eq!(
+        step_version().await,
+        released,
+        "the claim rewrote the step row"
+    );
+
+    complete_job_failure(
+        &pool,
+        &job.lease(),
+        &JobFailure::retryable("wf.again", "once more"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        step_statuses(&pool, run_id).await[0].1,
+        WorkflowStepStatus::Enqueued
+    );
+    sqlx::query("UPDATE runledger.job_queue SET next_run_at = now() WHERE workflow_run_id = $1")
+        .bind(run_id.0)
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let job = claim().await;
+    assert_eq!(
+        step_statuses(&pool, run_id).await[0].1,
+        WorkflowStepStatus::Running
+    );
+    complete_job_success(&pool, &job.lease(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        step_statuses(&pool, run_id).await[0].1,
+        WorkflowStepStatus::Succeeded
+    );
+    assert_eq!(stored().await, "SUCCEEDED");
+}

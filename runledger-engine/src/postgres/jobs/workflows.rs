@@ -745,7 +745,9 @@ pub async fn list_workflow_steps<'e>(
     let rows = sqlx::query!(
         r#"
         SELECT s.id AS "id: WorkflowStepId", s.step_key, s.step_kind, s.job_type,
-               s.status AS "status: WorkflowStepStatus", s.job_id AS "job_id: JobId",
+               runledger.workflow_step_status(s.status, s.job_id)
+                   AS "status!: WorkflowStepStatus",
+               s.job_id AS "job_id: JobId",
                runledger.readable_json(s.output, 'job.output_invalid') AS output,
                s.status_reason, s.last_error_code, s.finished_at,
                coalesce(array_agg(p.step_key ORDER BY p.step_key) FILTER (WHERE p.id IS NOT NULL), '{}') AS "prerequisites!: Vec<String>",
