@@ -504,7 +504,10 @@ impl JobTasks {
     }
 
     fn spawn(&self, future: impl std::future::Future<Output = ()> + Send + 'static) {
-        self.spawner.spawn(self.tracker.track_future(future));
+        // A job's future holds its whole handler run; boxed once here, the wrappers and the
+        // runtime move a pointer instead of copying it at each layer.
+        self.spawner
+            .spawn(self.tracker.track_future(Box::pin(future)));
     }
 
     fn len(&self) -> usize {
