@@ -249,3 +249,38 @@ async fn requeue_if_refuses_workflow_jobs_and_states_it_cannot_requeue(pool: PgP
         .unwrap_err();
     assert_eq!(err.code(), "job.not_found");
 }
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_replay_lineage_is_deleted_with_either_of_its_jobs(pool: PgPool) {
+    let lineage = |pool: PgPool| async move {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM runledger.job_replays")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    let delete = |pool: PgPool, id: JobId| async move {
+        sqlx::query("DELETE FROM runledger.job_queue WHERE id = $1")
+            .bind(id.0)
+            .execute(&pool)
+            .await
+            .unwrap();
+    };
+    let source = succeeded_job(&pool).await;
+    let first = replay_job(&pool, &JobReplay::new(source, "r-1", "first"))
+        .await
+        .unwrap();
+    let second = replay_job(&pool, &JobReplay::new(first.job_id, "r-2", "second")).await;
+    // A replay is pending, so only the source's lineage exists; delete the replay first.
+    assert!(second.is_err());
+    assert_eq!(lineage(pool.clone()).await, 1);
+    delete(pool.clone(), first.job_id).await;
+    assert_eq!(lineage(pool.clone()).await, 0);
+
+    let again = replay_job(&pool, &JobReplay::new(source, "r-3", "again"))
+        .await
+        .unwrap();
+    assert!(again.created);
+    assert_eq!(lineage(pool.clone()).await, 1);
+    delete(pool.clone(), source).await;
+    assert_eq!(lineage(pool.clone()).await, 0);
+}
