@@ -98,7 +98,7 @@ async fn four_concurrent_workers_claim_2000_jobs_each_exactly_once(pool: PgPool)
     // The rows agree: every job ran exactly one attempt, held by the worker that claimed it.
     let attempts: HashMap<Uuid, (String, i32, String)> =
         sqlx::query_as::<_, (Uuid, String, i32, String)>(
-            "SELECT job_id, worker_id, attempt, outcome FROM runledger.job_attempts",
+            "SELECT job_id, worker_id, attempt, outcome FROM runledger.job_attempt_history",
         )
         .fetch_all(&pool)
         .await
@@ -106,10 +106,11 @@ async fn four_concurrent_workers_claim_2000_jobs_each_exactly_once(pool: PgPool)
         .into_iter()
         .map(|(id, worker, attempt, outcome)| (id, (worker, attempt, outcome)))
         .collect();
-    let attempt_rows: i64 = sqlx::query_scalar("SELECT count(*) FROM runledger.job_attempts")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let attempt_rows: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM runledger.job_attempt_history")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     assert_eq!(attempt_rows, 2000, "exactly one attempt row per job");
     for (id, worker) in &claimed {
         let (holder, attempt, outcome) = &attempts[&id.0];

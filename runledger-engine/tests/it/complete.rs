@@ -53,7 +53,8 @@ async fn success_stores_the_output_and_closes_the_attempt(pool: PgPool) {
     let record = job(&pool, claimed.id).await;
     assert_eq!(record.status, JobStatus::Succeeded);
     assert_eq!(record.output, Some(output));
-    assert_eq!(record.worker_id, None);
+    // The job keeps the worker that ran it; its lease is gone.
+    assert_eq!(record.worker_id.as_deref(), Some(WORKER));
     assert_eq!(record.lease_expires_at, None);
     assert!(record.finished_at.is_some());
     let attempts = list_job_attempts(&pool, claimed.id, TenantScope::Admin)
@@ -66,6 +67,12 @@ async fn success_stores_the_output_and_closes_the_attempt(pool: PgPool) {
     assert_eq!(attempts[0].failure_kind, None);
     assert_eq!(attempts[0].leased_at, leased_at);
     assert!(attempts[0].finished_at >= leased_at);
+    // The attempt is the job row itself: no attempt row was written.
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM runledger.job_attempts")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0);
     // A succeeded job is not claimable again.
     assert!(claim(&pool, WORKER, 10).await.is_empty());
 }

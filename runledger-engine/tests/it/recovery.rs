@@ -202,7 +202,7 @@ async fn killing_the_workers_connections_mid_run_loses_and_duplicates_nothing(po
         .unwrap();
 
     let succeeded_attempts: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM runledger.job_attempts WHERE outcome = 'SUCCEEDED'",
+        "SELECT count(*) FROM runledger.job_attempt_history WHERE outcome = 'SUCCEEDED'",
     )
     .fetch_one(&pool)
     .await

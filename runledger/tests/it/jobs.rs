@@ -196,7 +196,7 @@ async fn job_errors_retry_or_dead_letter_with_their_codes(pool: PgPool) {
     // The `?`-converted error is retryable: the second attempt succeeds.
     assert_eq!(flaky.output(&pool).await.unwrap(), Some(2));
     let codes: Vec<Option<String>> = sqlx::query_scalar(
-        "SELECT error_code FROM runledger.job_attempts WHERE job_id = $1 ORDER BY attempt",
+        "SELECT error_code FROM runledger.job_attempt_history WHERE job_id = $1 ORDER BY attempt",
     )
     .bind(flaky.id().0)
     .fetch_all(&pool)

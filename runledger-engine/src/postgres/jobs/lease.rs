@@ -617,7 +617,9 @@ pub async fn complete_job_success<'e>(
 
 /// Marks many leased jobs of one worker `SUCCEEDED` in one statement, each row still
 /// lease-fenced. Returns the jobs that were completed; the others had lost their lease and are
-/// left untouched.
+/// left untouched. A succeeded job keeps the worker that ran it, and its row is the record of
+/// its last attempt ([`list_job_attempts`](crate::postgres::jobs::list_job_attempts) lists it);
+/// no `job_attempts` row is written.
 pub async fn complete_jobs_success<'e>(
     executor: impl PgExecutor<'e>,
     worker_id: &str,
@@ -639,27 +641,19 @@ pub async fn complete_jobs_success<'e>(
         .collect::<Result<_>>()?;
     let completed = sqlx::query_scalar!(
         r#"
-        WITH done AS (
-            UPDATE runledger.job_queue q
-            SET status = 'SUCCEEDED',
-                output = s.output,
-                progress = coalesce(s.progress, q.progress),
-                started_at = coalesce(q.started_at, q.leased_at),
-                worker_id = NULL,
-                lease_expires_at = NULL,
-                finished_at = now(),
-                updated_at = now()
-            FROM unnest($1::uuid[], $2::int4[], $3::jsonb[], $5::jsonb[])
-                 AS s(id, attempt, output, progress)
-            WHERE q.id = s.id AND q.attempt = s.attempt AND q.worker_id = $4
-              AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
-            RETURNING q.id, q.attempt, q.leased_at, q.started_at
-        ),
-        attempt_row AS (
-            INSERT INTO runledger.job_attempts (job_id, attempt, worker_id, outcome, leased_at, started_at)
-            SELECT id, attempt, $4, 'SUCCEEDED', leased_at, started_at FROM done
-        )
-        SELECT id AS "id!: JobId" FROM done
+        UPDATE runledger.job_queue q
+        SET status = 'SUCCEEDED',
+            output = s.output,
+            progress = coalesce(s.progress, q.progress),
+            started_at = coalesce(q.started_at, q.leased_at),
+            lease_expires_at = NULL,
+            finished_at = now(),
+            updated_at = now()
+        FROM unnest($1::uuid[], $2::int4[], $3::jsonb[], $5::jsonb[])
+             AS s(id, attempt, output, progress)
+        WHERE q.id = s.id AND q.attempt = s.attempt AND q.worker_id = $4
+          AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
+        RETURNING q.id AS "id!: JobId"
         "#,
         &ids,
         &attempts,

@@ -46,7 +46,7 @@ pub struct JobRecord {
     pub timeout_seconds: i32,
     /// Earliest time of the next attempt.
     pub next_run_at: DateTime<Utc>,
-    /// The worker holding the lease, while leased.
+    /// The worker holding the lease, while leased; after a success, the worker that ran it.
     pub worker_id: Option<String>,
     /// When the lease expires, while leased.
     pub lease_expires_at: Option<DateTime<Utc>>,
@@ -405,7 +405,8 @@ pub struct JobAttempt {
     pub finished_at: DateTime<Utc>,
 }
 
-/// Lists a job's finished attempts in order; empty when the job is outside `scope`.
+/// Lists a job's finished attempts in order; empty when the job is outside `scope`. A succeeded
+/// job's last attempt is read from the job row itself (`runledger.job_attempt_history`).
 pub async fn list_job_attempts<'e>(
     executor: impl PgExecutor<'e>,
     job_id: JobId,
@@ -415,11 +416,12 @@ pub async fn list_job_attempts<'e>(
     let rows = sqlx::query_as!(
         JobAttempt,
         r#"
-        SELECT job_id AS "job_id: JobId", attempt, worker_id,
-               outcome AS "outcome: JobAttemptOutcome",
+        SELECT job_id AS "job_id!: JobId", attempt AS "attempt!", worker_id AS "worker_id!",
+               outcome AS "outcome!: JobAttemptOutcome",
                failure_kind AS "failure_kind: JobFailureKind",
-               error_code, error_message, leased_at, started_at, finished_at
-        FROM runledger.job_attempts
+               error_code, error_message, leased_at AS "leased_at!", started_at,
+               finished_at AS "finished_at!"
+        FROM runledger.job_attempt_history
         WHERE job_id = $1
           AND EXISTS (
               SELECT 1 FROM runledger.job_queue q
