@@ -5,16 +5,15 @@ use std::time::{Duration, Instant};
 
 use runledger_engine::core::jobs::{JobCompletion, JobDefaults};
 use runledger_engine::postgres::jobs::{
-    ClaimRequest, JobDefinitionUpsert, JobEnqueue, claim_jobs, claim_limited_jobs, enqueue_jobs,
-    pause_queue, resume_queue, set_queue_global_concurrency, upsert_job_definition,
+    ClaimRequest, JobDefinitionUpsert, claim_jobs, claim_limited_jobs, pause_queue, resume_queue,
+    set_queue_global_concurrency, upsert_job_definition,
 };
 use runledger_engine::runtime::Supervisor;
 use runledger_engine::runtime::catalog::JobCatalog;
 use runledger_engine::runtime::queues::QueueConcurrency;
-use serde_json::json;
 use sqlx::PgPool;
 
-use crate::support::{LONG_LEASE, WORKER, fast_config, handler, wait_for_status};
+use crate::support::{LONG_LEASE, WORKER, enqueue_many, fast_config, handler, wait_for_status};
 
 /// When each handler started and ended, in this process.
 pub type Spans = Arc<Mutex<Vec<(Instant, Instant)>>>;
@@ -57,15 +56,6 @@ pub fn timed(
         }),
         defaults,
     )
-}
-
-async fn enqueue_many(pool: &PgPool, job_type: &str, count: usize) {
-    let payloads: Vec<_> = (0..count).map(|n| json!({ "n": n })).collect();
-    let requests: Vec<_> = payloads
-        .iter()
-        .map(|p| JobEnqueue::new(job_type, p))
-        .collect();
-    enqueue_jobs(pool, &requests).await.unwrap();
 }
 
 /// Runs `catalog` on two Supervisors of 8 slots each until `expected` jobs succeeded.

@@ -6,14 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use runledger_engine::core::jobs::{JobCompletion, JobId};
-use runledger_engine::postgres::jobs::{JobEnqueue, enqueue_jobs};
 use runledger_engine::runtime::Supervisor;
 use runledger_engine::runtime::catalog::JobCatalog;
-use serde_json::json;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-use crate::support::{count_status, fast_config, handler, wait_for_status};
+use crate::support::{count_status, enqueue_many, fast_config, handler, wait_for_status};
 
 const CHILD_DATABASE_URL: &str = "RUNLEDGER_CRASH_CHILD_DATABASE_URL";
 const CHILD_WORKER: &str = "crash-child";
@@ -30,15 +28,6 @@ async fn database_url(pool: &PgPool) -> String {
         .rsplit_once('/')
         .expect("DATABASE_URL has a database name");
     format!("{server}/{name}")
-}
-
-async fn enqueue_many(pool: &PgPool, job_type: &str, count: usize) {
-    let payloads: Vec<_> = (0..count).map(|n| json!({ "n": n })).collect();
-    let requests: Vec<_> = payloads
-        .iter()
-        .map(|p| JobEnqueue::new(job_type, p))
-        .collect();
-    enqueue_jobs(pool, &requests).await.unwrap();
 }
 
 /// Runs in a child process started by the crash test: a worker whose handlers take long

@@ -15,7 +15,8 @@ use serde_json::json;
 use sqlx::PgPool;
 
 use crate::support::{
-    DefinitionOpts, count_status, define, fast_config, handler, insert_job, wait_for_status,
+    DefinitionOpts, count_status, define, enqueue_many, fast_config, handler, insert_job,
+    wait_for_status,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -233,25 +234,8 @@ async fn running_handlers_never_exceed_max_global_concurrency(pool: PgPool) {
         }),
     );
     catalog.sync_definitions(&pool).await.unwrap();
-    let payloads: Vec<_> = (0..200).map(|n| json!({ "n": n })).collect();
-    let requests: Vec<_> = payloads
-        .iter()
-        .map(|p| runledger_engine::postgres::jobs::JobEnqueue::new("bounded", p))
-        .collect();
-    runledger_engine::postgres::jobs::enqueue_jobs(&pool, &requests)
-        .await
-        .unwrap();
-
-    let mut config = fast_config("w-bounded");
-    config.max_global_concurrency = 4;
-    config.claim_batch_size = 16;
-    let supervisor = Supervisor::builder(&pool, config)
-        .unwrap()
-        .with_catalog(&catalog)
-        .build()
-        .unwrap();
-    wait_for_status(&pool, "SUCCEEDED", 200, WAIT).await;
-    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+    enqueue_many(&pool, "bounded", 200).await;
+    drain(&pool, &catalog, "w-bounded", 4, 200).await;
 
     let peak = peak.load(Ordering::SeqCst);
     assert!(peak <= 4, "peak concurrency {peak} exceeded the limit of 4");
@@ -261,16 +245,19 @@ async fn running_handlers_never_exceed_max_global_concurrency(pool: PgPool) {
     );
 }
 
-/// Enqueues `count` jobs of `job_type` in one statement.
-async fn enqueue_many(pool: &PgPool, job_type: &str, count: usize) {
-    let payloads: Vec<_> = (0..count).map(|n| json!({ "n": n })).collect();
-    let requests: Vec<_> = payloads
-        .iter()
-        .map(|p| runledger_engine::postgres::jobs::JobEnqueue::new(job_type, p))
-        .collect();
-    runledger_engine::postgres::jobs::enqueue_jobs(pool, &requests)
-        .await
+/// Runs `catalog` on a Supervisor with `concurrency` slots and a claim batch of 16 until
+/// `jobs` jobs succeeded.
+async fn drain(pool: &PgPool, catalog: &JobCatalog, worker: &str, concurrency: u32, jobs: i64) {
+    let mut config = fast_config(worker);
+    config.max_global_concurrency = concurrency;
+    config.claim_batch_size = 16;
+    let supervisor = Supervisor::builder(pool, config)
+        .unwrap()
+        .with_catalog(catalog)
+        .build()
         .unwrap();
+    wait_for_status(pool, "SUCCEEDED", jobs, WAIT).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
@@ -296,16 +283,7 @@ async fn short_handlers_are_claimed_ahead_of_free_slots_and_still_run_within_the
     catalog.sync_definitions(&pool).await.unwrap();
     enqueue_many(&pool, "short", 400).await;
 
-    let mut config = fast_config("w-ahead");
-    config.max_global_concurrency = 4;
-    config.claim_batch_size = 16;
-    let supervisor = Supervisor::builder(&pool, config)
-        .unwrap()
-        .with_catalog(&catalog)
-        .build()
-        .unwrap();
-    wait_for_status(&pool, "SUCCEEDED", 400, WAIT).await;
-    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+    drain(&pool, &catalog, "w-ahead", 4, 400).await;
 
     let peak = peak.load(Ordering::SeqCst);
     assert!(peak <= 4, "peak concurrency {peak} exceeded the limit of 4");
@@ -347,16 +325,7 @@ async fn long_handlers_are_never_claimed_ahead_of_free_slots(pool: PgPool) {
     catalog.sync_definitions(&pool).await.unwrap();
     enqueue_many(&pool, "long", 8).await;
 
-    let mut config = fast_config("w-no-ahead");
-    config.max_global_concurrency = 2;
-    config.claim_batch_size = 16;
-    let supervisor = Supervisor::builder(&pool, config)
-        .unwrap()
-        .with_catalog(&catalog)
-        .build()
-        .unwrap();
-    wait_for_status(&pool, "SUCCEEDED", 8, WAIT).await;
-    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+    drain(&pool, &catalog, "w-no-ahead", 2, 8).await;
     let waits = waits.lock().unwrap();
     assert_eq!(waits.len(), 8);
     let longest = waits.iter().max().unwrap();

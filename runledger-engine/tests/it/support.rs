@@ -5,7 +5,7 @@ use std::time::Duration;
 use runledger_engine::core::jobs::JobId;
 use runledger_engine::postgres::jobs::{
     ClaimRequest, ClaimedJob, JobDefinition, JobDefinitionUpsert, JobEnqueue, TenantScope,
-    claim_jobs, enqueue_job, upsert_job_definition,
+    claim_jobs, enqueue_job, enqueue_jobs, upsert_job_definition,
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -166,6 +166,16 @@ pub fn fast_config(worker_id: &str) -> runledger_engine::runtime::config::JobsCo
         _ => None,
     })
     .unwrap()
+}
+
+/// Enqueues `count` jobs of `job_type` (payloads `{"n": 0}`, `{"n": 1}`, ...) in one statement.
+pub async fn enqueue_many(pool: &PgPool, job_type: &str, count: usize) {
+    let payloads: Vec<_> = (0..count).map(|n| json!({ "n": n })).collect();
+    let requests: Vec<_> = payloads
+        .iter()
+        .map(|p| JobEnqueue::new(job_type, p))
+        .collect();
+    enqueue_jobs(pool, &requests).await.unwrap();
 }
 
 /// Counts jobs in `status`.
