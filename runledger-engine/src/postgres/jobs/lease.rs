@@ -399,7 +399,8 @@ impl Unreadable {
 
 /// Dead-letters just-leased jobs whose payload does not decode, handing their attempt back (no
 /// handler saw them), with a dead-letter row keeping the stored payload and a `DEAD_LETTERED`
-/// event.
+/// event. Only a row still leased is touched: a succeeded job keeps its worker and attempt, so
+/// those alone do not fence it.
 async fn refuse_unreadable(
     conn: &mut sqlx::PgConnection,
     worker_id: &str,
@@ -429,7 +430,7 @@ async fn refuse_unreadable(
                 updated_at = now()
             FROM unnest($1::uuid[], $2::int4[], $4::text[], $5::text[]) AS r(id, attempt, code, message)
             WHERE q.id = r.id AND q.attempt = r.attempt AND q.worker_id = $3
-              AND q.leased_at IS NOT NULL
+              AND q.status = 'LEASED'
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.attempt,
                       q.last_error_code, q.last_error_message
         ),
