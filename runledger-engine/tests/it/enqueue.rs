@@ -492,6 +492,41 @@ async fn enqueue_notifies_the_job_queue_channel_with_the_job_type(pool: PgPool) 
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn keyed_and_batch_enqueues_notify_once_per_job_type(pool: PgPool) {
+    define(&pool, "emails.keyed", DefinitionOpts::default()).await;
+    define(&pool, "reports.batch", DefinitionOpts::default()).await;
+    let mut listener = PgListener::connect_with(&pool).await.unwrap();
+    listener.listen(JOB_QUEUE_CHANNEL).await.unwrap();
+    let payload = json!({});
+
+    enqueue_job(
+        &pool,
+        &JobEnqueue::new("emails.keyed", &payload).idempotency_key("keyed-notify"),
+    )
+    .await
+    .unwrap();
+    let batch: Vec<JobEnqueue<'_>> = (0..3)
+        .map(|_| JobEnqueue::new("reports.batch", &payload))
+        .collect();
+    enqueue_jobs(&pool, &batch).await.unwrap();
+    insert_job(&pool, "emails.keyed", payload.clone()).await;
+
+    // Three rows of one type in one statement are one notification.
+    assert_eq!(
+        next_notification_payload(&mut listener).await,
+        "emails.keyed"
+    );
+    assert_eq!(
+        next_notification_payload(&mut listener).await,
+        "reports.batch"
+    );
+    assert_eq!(
+        next_notification_payload(&mut listener).await,
+        "emails.keyed"
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn delayed_or_rolled_back_enqueues_do_not_notify(pool: PgPool) {
     define(&pool, "reports.later", DefinitionOpts::default()).await;
     define(&pool, "reports.rolled_back", DefinitionOpts::default()).await;

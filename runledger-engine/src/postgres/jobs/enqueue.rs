@@ -311,8 +311,17 @@ pub(crate) async fn enqueue_on(
 }
 
 /// Inserts requests without idempotency keys in one statement: nothing can conflict, so every
-/// row is a plain insert (no speculative insertion, no returned rows) and the statement's only
-/// answer is the type it found missing, if any, and each type's queue.
+/// row is a plain insert (no speculative insertion) and the statement's only answer is the type
+/// it found missing, if any, and each type's queue.
+///
+/// Both enqueue statements wake idle workers themselves: each due row they insert sends a
+/// notification on the job queue channel (one per job type reaches the listeners, at commit).
+///
+/// The statement's shape is chosen for its plan as much as for its work: PostgreSQL keeps one
+/// generic plan for it. A plain `INSERT ... SELECT`, or the limit rule of
+/// `runledger.job_is_limited` written out instead of called, does less work per execution but
+/// made PostgreSQL plan the statement again at every execution, which cost a single job's
+/// enqueue 0.3 ms more than it saved.
 async fn enqueue_unkeyed(
     conn: &mut sqlx::PgConnection,
     requests: &[JobEnqueue<'_>],
@@ -354,6 +363,8 @@ async fn enqueue_unkeyed(
                    timeout_seconds, run_at, created_by_user_id, resource_key)
             JOIN definitions d ON d.job_type = i.job_type
             WHERE NOT EXISTS (SELECT 1 FROM missing)
+            RETURNING CASE WHEN next_run_at <= now()
+                           THEN pg_notify('runledger_job_queue', job_type) IS NULL END AS woke
         )
         SELECT
             (SELECT job_type FROM missing) AS missing_type,
@@ -462,7 +473,9 @@ async fn enqueue_keyed(
                     job_type,
                     idempotency_key
                 ) WHERE idempotency_key IS NOT NULL DO NOTHING
-                RETURNING id, queue
+                RETURNING id, queue,
+                          CASE WHEN next_run_at <= now()
+                               THEN pg_notify('runledger_job_queue', job_type) IS NULL END AS woke
             )
             SELECT
                 (SELECT level FROM refused) AS refused_level,
