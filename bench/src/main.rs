@@ -97,6 +97,7 @@ enum Only {
     BurnDown,
     Workflow,
     Pickup,
+    ScaleOut,
 }
 
 /// Runs one measure alone and prints its figure.
@@ -126,6 +127,11 @@ async fn run_only(
                 p50.as_secs_f64() * 1e3,
                 p99.as_secs_f64() * 1e3
             );
+        }
+        Only::ScaleOut => {
+            for &processes in &options.scale_out {
+                scale_out(pool, meter, options, processes).await?;
+            }
         }
     }
     Ok(())

@@ -45,6 +45,8 @@ impl Inner {
         let queue = job.queue.clone();
         metrics.started(&job);
         let started = Instant::now();
+        let job_id = job.id;
+        self.set_running(job_id, true);
         let outcome = match self.registry.get(&job.job_type) {
             Some(handler) => {
                 let logs = JobLogSink(Arc::clone(&self.logs) as Arc<dyn JobLogWriter>);
@@ -65,6 +67,7 @@ impl Inner {
             )),
         };
         let duration = started.elapsed();
+        self.set_running(job_id, false);
         let outcome = match outcome {
             Outcome::Success(completion) => {
                 metrics.finished(true, duration);

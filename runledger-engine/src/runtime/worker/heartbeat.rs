@@ -3,6 +3,10 @@
 //! whose handler has run for [`MARK_RUNNING_AFTER`]: one statement per pass for the jobs that
 //! are still running then, none at all for jobs that finish sooner, whose completion records
 //! their lease time as their start (their handler started within the claim's round trip).
+//! Only a handler that is running counts: a job claimed ahead and waiting for a slot, or one
+//! whose outcome waits for the completer, is not marked (under load the completion of a batch
+//! can wait longer than [`MARK_RUNNING_AFTER`], and marking its rows then made the two
+//! statements wait for each other's row locks).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -40,7 +44,7 @@ impl Inner {
     async fn mark_long_runners(&self) {
         let due: Vec<(JobId, i32)> = lock(&self.running)
             .iter()
-            .filter(|(_, lease)| !lease.marked && lease.since.elapsed() >= MARK_RUNNING_AFTER)
+            .filter(|(_, lease)| lease.due_for_marking(MARK_RUNNING_AFTER))
             .map(|(id, lease)| (*id, lease.attempt))
             .collect();
         if due.is_empty() {
@@ -101,5 +105,34 @@ impl Inner {
                 tracing::warn!(code = err.code(), error = %err.internal_message(), "heartbeat failed");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::super::RunningLease;
+    use super::MARK_RUNNING_AFTER;
+
+    fn lease(running_for: Option<Duration>, marked: bool) -> RunningLease {
+        RunningLease {
+            attempt: 1,
+            lost: CancellationToken::new(),
+            running_since: running_for.map(|d| Instant::now() - d),
+            marked,
+        }
+    }
+
+    #[test]
+    fn only_a_handler_running_past_the_threshold_is_marked_once() {
+        let long = MARK_RUNNING_AFTER * 3;
+        assert!(lease(Some(long), false).due_for_marking(MARK_RUNNING_AFTER));
+        assert!(!lease(Some(long), true).due_for_marking(MARK_RUNNING_AFTER));
+        assert!(!lease(Some(Duration::ZERO), false).due_for_marking(MARK_RUNNING_AFTER));
+        // Claimed long ago, but waiting for a slot or for its outcome to be written.
+        assert!(!lease(None, false).due_for_marking(MARK_RUNNING_AFTER));
     }
 }

@@ -270,10 +270,23 @@ struct Inner {
 struct RunningLease {
     attempt: i32,
     lost: CancellationToken,
-    /// When its handler was handed the job.
-    since: std::time::Instant,
+    /// When its handler started, while it runs: `None` before (a job claimed ahead waits for a
+    /// slot) and after (its outcome waits for the completer, which records the start itself).
+    running_since: Option<std::time::Instant>,
     /// Whether `started_at` is stored (see [`heartbeat::MARK_RUNNING_AFTER`]).
     marked: bool,
+}
+
+impl RunningLease {
+    /// Whether the heartbeat should store the job's `started_at` now: its handler has been
+    /// running for `after` and it is not marked yet. A job that is not running is left alone:
+    /// marking a job whose outcome is being written races the completion for its row.
+    fn due_for_marking(&self, after: std::time::Duration) -> bool {
+        !self.marked
+            && self
+                .running_since
+                .is_some_and(|since| since.elapsed() >= after)
+    }
 }
 
 /// A finished handler whose outcome must be persisted.
@@ -588,11 +601,18 @@ impl Inner {
             RunningLease {
                 attempt: job.attempt,
                 lost: lost.clone(),
-                since: std::time::Instant::now(),
+                running_since: None,
                 marked: false,
             },
         );
         lost
+    }
+
+    /// Notes whether the handler of a tracked job is running (see [`RunningLease`]).
+    fn set_running(&self, job_id: JobId, running: bool) {
+        if let Some(lease) = lock(&self.running).get_mut(&job_id) {
+            lease.running_since = running.then(std::time::Instant::now);
+        }
     }
 
     fn untrack(&self, job_id: JobId) {
