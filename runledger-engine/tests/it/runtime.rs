@@ -748,3 +748,32 @@ async fn reaper_run_once_repeats_full_batches_until_every_expired_lease_is_back(
     assert_eq!((pass.retried, pass.dead_lettered, pass.batches), (5, 0, 3));
     assert_eq!(count_status(&pool, "PENDING").await, 5);
 }
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn an_idle_worker_gives_its_claim_connections_back_to_the_pool(pool: PgPool) {
+    let catalog = JobCatalog::new().job(
+        "idle.job",
+        handler("idle.job", |_, _| async { Ok(JobCompletion::success()) }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    let supervisor = start(&pool, &catalog, "w-idle");
+    // A few poll intervals (50 ms) with nothing to claim.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // The LISTEN connection stays checked out; each claim loop takes one only for its poll
+    // claims, and the other loops use the pool for moments. Most samples see at most two
+    // connections in use (with three claim loops holding theirs, every sample saw four).
+    let mut quiet = 0;
+    for _ in 0..20 {
+        let in_use = pool.size() as usize - pool.num_idle();
+        if in_use <= 2 {
+            quiet += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(23)).await;
+    }
+    supervisor
+        .shutdown_with_timeout(Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(quiet >= 14, "only {quiet} of 20 samples saw an idle pool");
+}

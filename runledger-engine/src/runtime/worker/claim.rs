@@ -200,6 +200,8 @@ impl Claimer {
         let config = &self.inner.config;
         let mut backoff = Backoff::default();
         let mut conn = HeldConnection::default();
+        // Whether the last wait ended with the poll interval, no wake-up having come.
+        let mut idle = false;
         while !shutdown.is_cancelled() {
             // A loop that may wait long for a slot lends its connection back to the pool.
             if self.capacity.slots.available_permits() == 0 {
@@ -253,16 +255,22 @@ impl Claimer {
             }
             drop(reserved);
             if found {
+                idle = false;
                 continue;
             }
-            tokio::select! {
-                () = self.wake.notified() => {}
-                // A whole poll interval without a wake-up: the loop is idle, its connection is
-                // better in the pool.
-                () = tokio::time::sleep(config.poll_interval) => conn.release(),
-                () = notified(self.freed.as_deref()) => {}
-                () = shutdown.cancelled() => break,
+            // A loop that is woken keeps its connection while it waits, so that the claim of the
+            // next wake-up costs one round trip. An idle one (a whole poll interval without a
+            // wake-up) holds a connection only for its poll claims: kept through its waits too,
+            // each of a worker's idle loops would hold one at all times.
+            if idle {
+                conn.release();
             }
+            idle = tokio::select! {
+                () = self.wake.notified() => false,
+                () = tokio::time::sleep(config.poll_interval) => true,
+                () = notified(self.freed.as_deref()) => false,
+                () = shutdown.cancelled() => break,
+            };
         }
     }
 
