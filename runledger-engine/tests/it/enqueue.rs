@@ -2,7 +2,6 @@
 //! wake-up notification.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
 
 use chrono::Utc;
 use runledger_engine::core::jobs::{JobId, JobStatus};
@@ -18,6 +17,7 @@ use uuid::Uuid;
 
 use crate::support::{
     DefinitionOpts, WORKER, claim, count_jobs, count_status, define, insert_job, job, make_due,
+    next_notification_payload,
 };
 
 async fn jobs_with_key(pool: &PgPool, key: &str) -> i64 {
@@ -26,15 +26,6 @@ async fn jobs_with_key(pool: &PgPool, key: &str) -> i64 {
         .fetch_one(pool)
         .await
         .unwrap()
-}
-
-async fn next_notification_payload(listener: &mut PgListener) -> String {
-    let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv())
-        .await
-        .expect("no notification within 5 seconds")
-        .unwrap();
-    assert_eq!(notification.channel(), "runledger_job_queue");
-    notification.payload().to_owned()
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]

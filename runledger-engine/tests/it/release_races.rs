@@ -15,7 +15,7 @@ use serde_json::json;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
-use crate::support::{DefinitionOpts, claim, define};
+use crate::support::{DefinitionOpts, claim, define, next_notification_payload};
 
 /// Two root job steps `a1` and `a2`, and `b` behind both.
 async fn fan_in_run(pool: &PgPool) -> WorkflowRunId {
@@ -234,15 +234,6 @@ async fn a_cancellation_holds_no_job_while_it_waits_for_another(pool: PgPool) {
     assert_eq!(steps, expected);
 }
 
-/// The next notification on the job queue channel, within five seconds.
-async fn next_job_notification(listener: &mut PgListener) -> String {
-    let notification = tokio::time::timeout(std::time::Duration::from_secs(5), listener.recv())
-        .await
-        .expect("no notification within 5 seconds")
-        .unwrap();
-    notification.payload().to_owned()
-}
-
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn released_steps_wake_workers_at_enqueue_and_at_their_prerequisites_completion(
     pool: PgPool,
@@ -256,7 +247,7 @@ async fn released_steps_wake_workers_at_enqueue_and_at_their_prerequisites_compl
 
     fan_in_run(&pool).await;
     // The two roots are released by the enqueue: one notification for their type.
-    assert_eq!(next_job_notification(&mut listener).await, "race.step");
+    assert_eq!(next_notification_payload(&mut listener).await, "race.step");
     let claimed = claim(&pool, "notify-worker", 2).await;
     assert_eq!(claimed.len(), 2);
     complete_jobs_success(&pool, "notify-worker", &successes_of(&claimed))
@@ -264,6 +255,6 @@ async fn released_steps_wake_workers_at_enqueue_and_at_their_prerequisites_compl
         .unwrap();
 
     // Completing both releases `b`, and its release notifies.
-    assert_eq!(next_job_notification(&mut listener).await, "race.step");
+    assert_eq!(next_notification_payload(&mut listener).await, "race.step");
     assert_eq!(claim(&pool, "notify-worker", 2).await.len(), 1);
 }

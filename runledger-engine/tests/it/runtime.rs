@@ -765,7 +765,7 @@ async fn an_idle_worker_gives_its_claim_connections_back_to_the_pool(pool: PgPoo
     // connections in use (with three claim loops holding theirs, every sample saw four).
     let mut quiet = 0;
     for _ in 0..20 {
-        let in_use = pool.size() as usize - pool.num_idle();
+        let in_use = (pool.size() as usize).saturating_sub(pool.num_idle());
         if in_use <= 2 {
             quiet += 1;
         }

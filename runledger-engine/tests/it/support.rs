@@ -9,6 +9,7 @@ use runledger_engine::postgres::jobs::{
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;
+use sqlx::postgres::PgListener;
 
 /// The worker id most tests claim with.
 pub const WORKER: &str = "worker-a";
@@ -293,4 +294,15 @@ pub(crate) async fn attach_to_workflow(pool: &PgPool, job_id: JobId) -> (uuid::U
     .await
     .unwrap();
     (run_id, step_id)
+}
+
+/// The payload of the next notification on the job queue channel, failing the test after five
+/// seconds without one.
+pub async fn next_notification_payload(listener: &mut PgListener) -> String {
+    let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("no notification within 5 seconds")
+        .unwrap();
+    assert_eq!(notification.channel(), "runledger_job_queue");
+    notification.payload().to_owned()
 }
