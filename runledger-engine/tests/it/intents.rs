@@ -526,11 +526,7 @@ async fn on_the_smallest_pool_the_promoter_polls_instead_of_holding_a_listen_con
 ) {
     let catalog = confirm_catalog();
     catalog.sync_definitions(&pool).await.unwrap();
-    let two = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect_with((*pool.connect_options()).clone())
-        .await
-        .unwrap();
+    let two = crate::support::pool_of(&pool, 2).await;
     let supervisor = Supervisor::builder(&two, fast_config("w-small-pool"))
         .unwrap()
         .with_catalog(&catalog)

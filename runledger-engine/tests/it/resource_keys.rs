@@ -13,12 +13,13 @@ use runledger_engine::postgres::jobs::{
 };
 use runledger_engine::runtime::Supervisor;
 use runledger_engine::runtime::catalog::JobCatalog;
+use runledger_engine::runtime::supervisor::connections_used;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
 use crate::queues::{Spans, max_overlap, timed};
 use crate::support::{
-    DefinitionOpts, LONG_LEASE, WORKER, define, expire_lease, fast_config, wait_for_status,
+    DefinitionOpts, LONG_LEASE, WORKER, define, expire_lease, fast_config, pool_of, wait_for_status,
 };
 
 fn keyed<'a>(job_type: &'a str, payload: &'a Value, key: &'a str) -> JobEnqueue<'a> {
@@ -58,10 +59,12 @@ async fn two_jobs_with_one_resource_key_never_overlap_while_jobs_without_keys_ru
     );
     enqueue_jobs(&pool, &requests).await.unwrap();
 
+    // Two Supervisors hold more connections at once than the test's pool has.
+    let workers = pool_of(&pool, 2 * connections_used(&fast_config("keys"))).await;
     let supervisors: Vec<_> = ["keys-a", "keys-b"]
         .into_iter()
         .map(|worker| {
-            Supervisor::builder(&pool, fast_config(worker))
+            Supervisor::builder(&workers, fast_config(worker))
                 .unwrap()
                 .with_catalog(&catalog)
                 .build()

@@ -2,28 +2,21 @@
 //! progress is refused up front, and dropping a Supervisor or finishing its shutdown (even one
 //! that missed its deadline) stops every task it started.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use runledger_engine::core::jobs::JobCompletion;
 use runledger_engine::runtime::Supervisor;
 use runledger_engine::runtime::catalog::JobCatalog;
 use runledger_engine::runtime::observer::{JobLifecycleObserver, JobSucceededEvent};
+use runledger_engine::runtime::supervisor::connections_used;
 use serde_json::json;
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 
-use crate::support::{fast_config, handler, insert_job, wait_for_status};
+use crate::support::{fast_config, handler, insert_job, pool_of, wait_for_status};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// A pool on the test's database allowing `max` connections.
-async fn pool_of(pool: &PgPool, max: u32) -> PgPool {
-    PgPoolOptions::new()
-        .max_connections(max)
-        .connect_with((*pool.connect_options()).clone())
-        .await
-        .unwrap()
-}
 
 fn quick_catalog() -> JobCatalog {
     JobCatalog::new().job(
@@ -112,24 +105,43 @@ async fn a_shutdown_that_misses_its_deadline_still_stops_every_task(pool: PgPool
     // A handler that blocks its thread between awaits, as careless code does: it cannot be
     // dropped in the middle of a block, so the worker misses even the hard stop's grace and
     // its loop is aborted.
+    let started = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&started);
     let catalog = JobCatalog::new().job(
         "stuck",
-        handler("stuck", |_, _| async {
-            loop {
-                std::thread::sleep(Duration::from_millis(800));
-                tokio::task::yield_now().await;
+        handler("stuck", move |_, _| {
+            let flag = Arc::clone(&flag);
+            async move {
+                flag.store(true, Ordering::SeqCst);
+                loop {
+                    std::thread::sleep(Duration::from_millis(800));
+                    tokio::task::yield_now().await;
+                }
             }
         }),
     );
     catalog.sync_definitions(&pool).await.unwrap();
     insert_job(&pool, "stuck", json!({})).await;
+    // A pool of its own, sized for its loops: the handler blocks the runtime's only thread,
+    // and the test's pool (5 connections) would leave its loops waiting for one another.
+    let config = fast_config("w-stuck");
+    let workers = pool_of(&pool, connections_used(&config)).await;
     let baseline = alive_tasks();
-    let supervisor = Supervisor::builder(&pool, fast_config("w-stuck"))
+    let supervisor = Supervisor::builder(&workers, config)
         .unwrap()
         .with_catalog(&catalog)
         .build()
         .unwrap();
-    wait_for_status(&pool, "LEASED", 1, WAIT).await;
+    // The handler itself must be running: a job that is only leased (claimed ahead of its
+    // slot) is handed back within any deadline, and the shutdown would rightly succeed.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !started.load(Ordering::SeqCst) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the handler never started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     let err = supervisor
         .shutdown_with_timeout(Duration::from_millis(200))
@@ -138,5 +150,5 @@ async fn a_shutdown_that_misses_its_deadline_still_stops_every_task(pool: PgPool
     assert_eq!(err.code(), "runtime.shutdown_deadline_exceeded");
     // Nothing keeps running (in particular no LISTEN task retrying against a closed pool).
     wait_until_tasks_end(baseline).await;
-    pool.close().await;
+    workers.close().await;
 }

@@ -157,6 +157,16 @@ where
 }
 
 /// A config for runtime tests: fast polling, the minimum lease, a fast reaper.
+/// A pool of its own on the test's database allowing `max` connections: the test's pool holds
+/// 5, fewer than a Supervisor's loops may hold at once (see `connections_used`).
+pub async fn pool_of(pool: &PgPool, max: u32) -> PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(max)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap()
+}
+
 pub fn fast_config(worker_id: &str) -> runledger_engine::runtime::config::JobsConfig {
     runledger_engine::runtime::config::JobsConfig::from_lookup(|name| match name {
         "JOBS_WORKER_ID" => Some(worker_id.to_owned()),
