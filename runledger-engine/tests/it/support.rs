@@ -156,7 +156,6 @@ where
     }
 }
 
-/// A config for runtime tests: fast polling, the minimum lease, a fast reaper.
 /// A pool of its own on the test's database allowing `max` connections: the test's pool holds
 /// 5, fewer than a Supervisor's loops may hold at once (see `connections_used`).
 pub async fn pool_of(pool: &PgPool, max: u32) -> PgPool {
@@ -167,6 +166,7 @@ pub async fn pool_of(pool: &PgPool, max: u32) -> PgPool {
         .unwrap()
 }
 
+/// A config for runtime tests: fast polling, the minimum lease, a fast reaper.
 pub fn fast_config(worker_id: &str) -> runledger_engine::runtime::config::JobsConfig {
     runledger_engine::runtime::config::JobsConfig::from_lookup(|name| match name {
         "JOBS_WORKER_ID" => Some(worker_id.to_owned()),
@@ -313,6 +313,9 @@ pub async fn next_notification_payload(listener: &mut PgListener) -> String {
         .await
         .expect("no notification within 5 seconds")
         .unwrap();
-    assert_eq!(notification.channel(), "runledger_job_queue");
+    assert_eq!(
+        notification.channel(),
+        runledger_engine::postgres::jobs::JOB_QUEUE_CHANNEL
+    );
     notification.payload().to_owned()
 }
