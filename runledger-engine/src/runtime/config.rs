@@ -176,6 +176,13 @@ pub struct JobsConfig {
     /// default 5 s); zero turns the sampler off. Each sample is one statement whose cost grows
     /// with the backlog of unfinished jobs.
     pub queue_depth_interval: Duration,
+    /// Whether claims commit without waiting for their WAL flush (`JOBS_UNFLUSHED_CLAIMS`,
+    /// default `true`). A PostgreSQL crash may then forget a lease committed in its last
+    /// moments: the job is pending again and runs again, as after a worker crash, and the
+    /// handler that held the lease has its outcome refused. `false` makes every claim wait for
+    /// the flush, so that a handler outlives a server crash with its lease, at the cost of claim
+    /// throughput (see docs/operations.md).
+    pub unflushed_claims: bool,
 }
 
 impl Default for JobsConfig {
@@ -196,6 +203,7 @@ impl Default for JobsConfig {
             intent_promoter_enabled: true,
             intent_poll_interval: DEFAULT_INTENT_POLL_INTERVAL,
             queue_depth_interval: DEFAULT_QUEUE_DEPTH_INTERVAL,
+            unflushed_claims: true,
         }
     }
 }
@@ -265,21 +273,6 @@ impl JobsConfig {
         let seconds = |variable, default: Duration| -> Result<Duration, JobsConfigError> {
             Ok(read(variable)?.map_or(default, Duration::from_secs))
         };
-        let pruner_enabled = match lookup("JOBS_PRUNER_ENABLED") {
-            None => defaults.pruner_enabled,
-            Some(value) => match value.trim().to_ascii_lowercase().as_str() {
-                "" => defaults.pruner_enabled,
-                "1" | "true" | "yes" | "on" => true,
-                "0" | "false" | "no" | "off" => false,
-                _ => {
-                    return Err(JobsConfigError::InvalidEnvVar {
-                        variable: "JOBS_PRUNER_ENABLED",
-                        value,
-                        expected: "true or false",
-                    });
-                }
-            },
-        };
         let retention = Retention::default()
             .succeeded(seconds(
                 "JOBS_RETAIN_SUCCEEDED_SECONDS",
@@ -327,7 +320,7 @@ impl JobsConfig {
                 .map_or(defaults.schedule_poll_interval, Duration::from_secs),
             reaper_retry_delay: read("JOBS_REAPER_RETRY_DELAY_MS")?
                 .map_or(defaults.reaper_retry_delay, Duration::from_millis),
-            pruner_enabled,
+            pruner_enabled: flag("JOBS_PRUNER_ENABLED")?.unwrap_or(defaults.pruner_enabled),
             prune_interval: seconds("JOBS_PRUNE_INTERVAL_SECONDS", defaults.prune_interval)?,
             retention,
             intent_promoter_enabled: flag("JOBS_INTENT_PROMOTER_ENABLED")?
@@ -338,6 +331,7 @@ impl JobsConfig {
                 "JOBS_QUEUE_DEPTH_INTERVAL_SECONDS",
                 defaults.queue_depth_interval,
             )?,
+            unflushed_claims: flag("JOBS_UNFLUSHED_CLAIMS")?.unwrap_or(defaults.unflushed_claims),
         };
         Ok(config.clamped())
     }
@@ -458,6 +452,7 @@ mod tests {
             ("JOBS_INTENT_PROMOTER_ENABLED", "false"),
             ("JOBS_INTENT_POLL_INTERVAL_MS", "200"),
             ("JOBS_QUEUES", "default, emails:2"),
+            ("JOBS_UNFLUSHED_CLAIMS", "no"),
         ]))
         .unwrap();
         assert_eq!(config.worker_id, "w-1");
@@ -479,6 +474,7 @@ mod tests {
         );
         assert!(!config.intent_promoter_enabled);
         assert_eq!(config.intent_poll_interval, Duration::from_millis(200));
+        assert!(!config.unflushed_claims);
         assert_eq!(
             config.queues,
             vec![
@@ -547,6 +543,24 @@ mod tests {
             JobsConfig::from_lookup(env(&[("JOBS_INTENT_PROMOTER_ENABLED", "maybe")])).unwrap_err();
         assert_eq!(err.code(), "config.invalid_env_var");
         assert!(err.to_string().contains("JOBS_INTENT_PROMOTER_ENABLED"));
+    }
+
+    #[test]
+    fn claims_skip_the_wal_flush_unless_a_flag_makes_them_wait() {
+        assert!(JobsConfig::default().unflushed_claims);
+        assert!(JobsConfig::from_lookup(env(&[])).unwrap().unflushed_claims);
+        let flushed = JobsConfig::from_lookup(env(&[("JOBS_UNFLUSHED_CLAIMS", " Off ")]));
+        assert!(!flushed.unwrap().unflushed_claims);
+        let err =
+            JobsConfig::from_lookup(env(&[("JOBS_UNFLUSHED_CLAIMS", "sometimes")])).unwrap_err();
+        assert_eq!(err.code(), "config.invalid_env_var");
+        assert!(err.to_string().contains("JOBS_UNFLUSHED_CLAIMS"));
+        let waiting = JobsConfig {
+            unflushed_claims: false,
+            ..JobsConfig::default()
+        };
+        let worker = crate::runtime::worker::WorkerConfig::from_jobs_config(&waiting);
+        assert!(!worker.unflushed_claims);
     }
 
     #[test]

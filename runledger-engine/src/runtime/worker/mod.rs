@@ -84,9 +84,8 @@ pub struct WorkerConfig {
     /// outcomes falls behind, so unpersisted outcomes cannot pile up.
     pub max_unpersisted_outcomes: usize,
     /// Whether claims commit without waiting for their WAL flush
-    /// ([`ClaimRequest::unflushed_commit`]); on by default. A server crash may then lose a
-    /// lease committed in its last moments, and that job runs again, as after a worker crash;
-    /// turn it off to have a handler that outlives a server crash keep its lease.
+    /// ([`ClaimRequest::unflushed_commit`]); [`JobsConfig::unflushed_claims`] says what it
+    /// trades.
     pub unflushed_claims: bool,
 }
 
@@ -106,7 +105,7 @@ impl WorkerConfig {
             claim_parallelism: DEFAULT_CLAIM_PARALLELISM,
             flushes_in_flight: DEFAULT_FLUSHES_IN_FLIGHT,
             max_unpersisted_outcomes: DEFAULT_MAX_UNPERSISTED_OUTCOMES,
-            unflushed_claims: true,
+            unflushed_claims: config.unflushed_claims,
         }
     }
 
