@@ -528,6 +528,74 @@ async fn notification_wakes_an_idle_worker_long_before_its_poll_interval(pool: P
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
 }
 
+/// The `application_name` of the connections whose claims [`claim_calls`] counts.
+const COUNTED: &str = "runledger-counted-claims";
+
+/// How many times the connections named [`COUNTED`] called `runledger.claim_jobs`, read once
+/// they have all closed (a backend's function counts reach the statistics when it exits).
+async fn claim_calls(pool: &PgPool) -> i64 {
+    let mut last = -1;
+    for _ in 0..100 {
+        let (open, calls): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM pg_stat_activity WHERE application_name = $1),
+                    coalesce((SELECT calls FROM pg_stat_user_functions
+                              WHERE schemaname = 'runledger' AND funcname = 'claim_jobs'), 0)",
+        )
+        .bind(COUNTED)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if open == 0 && calls == last {
+            return calls;
+        }
+        last = calls;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the counted connections did not close");
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_job_picked_up_by_an_idle_worker_costs_no_empty_claim_of_its_own_loop(pool: PgPool) {
+    let catalog = JobCatalog::new().job(
+        "one.by.one",
+        handler("one.by.one", |_, _| async { Ok(JobCompletion::success()) }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    let options = (*pool.connect_options())
+        .clone()
+        .application_name(COUNTED)
+        .options([("track_functions", "pl")]);
+    let counted = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(20)
+        .connect_with(options)
+        .await
+        .unwrap();
+    let mut config = fast_config("w-claims");
+    config.poll_interval = Duration::from_secs(3_600);
+    let supervisor = Supervisor::builder(&counted, config)
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    const JOBS: i64 = 20;
+    for n in 1..=JOBS {
+        insert_job(&pool, "one.by.one", json!({ "n": n })).await;
+        wait_for_status(&pool, "SUCCEEDED", n, Duration::from_secs(20)).await;
+    }
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+    counted.close().await;
+
+    // Per job, the claim that leases it and the empty one of the loop for jobs under limits,
+    // which every notification wakes too; a few more while the worker starts. A claim that
+    // came back short used to be followed at once by an empty one: three per job.
+    let claims = claim_calls(&pool).await;
+    assert!(
+        (2 * JOBS..=2 * JOBS + 8).contains(&claims),
+        "{claims} claims for {JOBS} jobs picked up one at a time"
+    );
+}
+
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn builder_rejects_an_empty_registry_and_an_invalid_catalog(pool: PgPool) {
     let err = Supervisor::builder(&pool, fast_config("w"))

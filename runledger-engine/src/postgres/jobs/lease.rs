@@ -222,7 +222,7 @@ where
     A: Acquire<'c, Database = Postgres>,
 {
     let mut conn = acquire.acquire().await?;
-    claim_on(&mut conn, request, false).await
+    Ok(claim_on(&mut conn, request, false).await?.jobs)
 }
 
 /// Claims up to `limit` jobs under a global concurrency limit or holding an execution resource
@@ -244,7 +244,7 @@ where
     A: Acquire<'c, Database = Postgres>,
 {
     let mut conn = acquire.acquire().await?;
-    claim_on(&mut conn, request, true).await
+    Ok(claim_on(&mut conn, request, true).await?.jobs)
 }
 
 /// A leased row as the claim returns it, its payload still text.
@@ -270,6 +270,15 @@ struct LeasedRow {
     trace_context: Option<TraceContext>,
 }
 
+/// What one claim statement leased.
+pub(crate) struct Claimed {
+    /// The jobs to run, highest priority first.
+    pub(crate) jobs: Vec<ClaimedJob>,
+    /// How many rows the statement leased, counting those dead-lettered at once because their
+    /// payload does not decode: a claim that leased its whole limit may have left more due.
+    pub(crate) leased: usize,
+}
+
 /// The claim on `conn`: `runledger.claim_jobs` for the plain jobs ([`claim_jobs`]) or (`gated`)
 /// the limited ones ([`claim_limited_jobs`]), then the dead letter of any job whose payload does
 /// not decode.
@@ -277,10 +286,13 @@ pub(crate) async fn claim_on(
     conn: &mut sqlx::PgConnection,
     request: &ClaimRequest<'_>,
     gated: bool,
-) -> Result<Vec<ClaimedJob>> {
+) -> Result<Claimed> {
     validate_worker_id(request.worker_id)?;
     if request.limit <= 0 {
-        return Ok(Vec::new());
+        return Ok(Claimed {
+            jobs: Vec::new(),
+            leased: 0,
+        });
     }
     crate::postgres::refresh_tcp_nodelay();
     let rows = sqlx::query_as!(
@@ -317,6 +329,7 @@ pub(crate) async fn claim_on(
     )
     .fetch_all(&mut *conn)
     .await?;
+    let leased = rows.len();
     let mut claimed = Vec::with_capacity(rows.len());
     let mut unreadable = Vec::new();
     for row in rows {
@@ -334,7 +347,10 @@ pub(crate) async fn claim_on(
             .then(a.due_at.cmp(&b.due_at))
             .then(a.id.0.cmp(&b.id.0))
     });
-    Ok(claimed)
+    Ok(Claimed {
+        jobs: claimed,
+        leased,
+    })
 }
 
 impl LeasedRow {

@@ -1,5 +1,12 @@
 //! The claim loops: claim up to the free capacity, spawn a task per job, claim again at once
-//! while claims find work, otherwise wait for a notification or the poll interval.
+//! while claims come back full, otherwise wait for a notification or the poll interval.
+//!
+//! A claim that leases fewer jobs than it asked for took every due job that no other claim had
+//! locked (`SKIP LOCKED` passes over those, and their claim leases them), so claiming again at
+//! once would find nothing: on an idle worker that was one more statement for every job
+//! picked up. A notification sent meanwhile is not lost: it leaves a wake-up for the loop's
+//! next wait. The loop for jobs under a global limit claims again after any find, since
+//! limits, not the backlog, cut its claims short.
 //!
 //! Each lane (a served queue, or every queue) runs `claim_parallelism` loops for ordinary jobs
 //! and one for jobs under a global limit or holding a resource key, which is also woken when
@@ -28,7 +35,7 @@ use tracing::Instrument;
 
 use super::{Backoff, Finished, Inner, JobTasks, execute};
 use crate::postgres::jobs::ClaimedJob;
-use crate::postgres::jobs::lease::claim_on;
+use crate::postgres::jobs::lease::{Claimed, claim_on};
 
 /// Longest a claim waits for more slots to come free once at least one is (see
 /// [`Claimer::reserve`]).
@@ -223,7 +230,10 @@ impl Claimer {
                 Ok(connection) => claim_on(connection, &request, self.freed.is_some()).await,
                 Err(err) => Err(err.into()),
             };
-            let claimed = match claimed {
+            let Claimed {
+                jobs: claimed,
+                leased,
+            } = match claimed {
                 Ok(claimed) => {
                     backoff.reset();
                     claimed
@@ -240,10 +250,8 @@ impl Claimer {
                 }
             };
             self.inner.metrics.claimed(claimed.len());
-            // Only an empty claim means nothing is due: a short one may just have skipped rows
-            // another claim loop (or worker) had locked.
-            let found = !claimed.is_empty();
-            if claimed.len() == want && self.freed.is_none() {
+            let full = leased == want;
+            if full && self.freed.is_none() {
                 // More may be due: let a sibling claim beside this loop.
                 self.wake.notify_one();
             }
@@ -254,9 +262,11 @@ impl Claimer {
                 self.spawn_job(job, start, outcome);
             }
             drop(reserved);
-            if found {
+            if leased > 0 {
                 idle = false;
-                continue;
+                if full || self.freed.is_some() {
+                    continue;
+                }
             }
             // A loop that is woken keeps its connection while it waits, so that the claim of the
             // next wake-up costs one round trip. An idle one (a whole poll interval without a
