@@ -29,6 +29,17 @@ fn start(pool: &PgPool, catalog: &JobCatalog, worker: &str) -> Supervisor {
         .unwrap()
 }
 
+/// A Supervisor polling once an hour: only notifications bring it jobs in a test's time.
+fn start_listening(pool: &PgPool, catalog: &JobCatalog, worker: &str) -> Supervisor {
+    let mut config = fast_config(worker);
+    config.poll_interval = Duration::from_secs(3_600);
+    Supervisor::builder(pool, config)
+        .unwrap()
+        .with_catalog(catalog)
+        .build()
+        .unwrap()
+}
+
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn supervisor_runs_a_job_to_success_and_stores_its_output(pool: PgPool) {
     let catalog = JobCatalog::new().job(
@@ -513,13 +524,7 @@ async fn notification_wakes_an_idle_worker_long_before_its_poll_interval(pool: P
         handler("wake", |_, _| async { Ok(JobCompletion::success()) }),
     );
     catalog.sync_definitions(&pool).await.unwrap();
-    let mut config = fast_config("w-listen");
-    config.poll_interval = Duration::from_secs(3_600);
-    let supervisor = Supervisor::builder(&pool, config)
-        .unwrap()
-        .with_catalog(&catalog)
-        .build()
-        .unwrap();
+    let supervisor = start_listening(&pool, &catalog, "w-listen");
     // Let the worker finish its first (empty) claim and go idle on LISTEN.
     tokio::time::sleep(Duration::from_millis(300)).await;
     insert_job(&pool, "wake", json!({})).await;
@@ -570,13 +575,7 @@ async fn a_job_picked_up_by_an_idle_worker_costs_no_empty_claim_of_its_own_loop(
         .connect_with(options)
         .await
         .unwrap();
-    let mut config = fast_config("w-claims");
-    config.poll_interval = Duration::from_secs(3_600);
-    let supervisor = Supervisor::builder(&counted, config)
-        .unwrap()
-        .with_catalog(&catalog)
-        .build()
-        .unwrap();
+    let supervisor = start_listening(&counted, &catalog, "w-claims");
     tokio::time::sleep(Duration::from_millis(300)).await;
     const JOBS: i64 = 20;
     for n in 1..=JOBS {
