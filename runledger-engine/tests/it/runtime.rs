@@ -587,10 +587,11 @@ async fn a_job_picked_up_by_an_idle_worker_costs_no_empty_claim_of_its_own_loop(
 
     // Per job, the claim that leases it and the empty one of the loop for jobs under limits,
     // which every notification wakes too; a few more while the worker starts. A claim that
-    // came back short used to be followed at once by an empty one: three per job.
+    // came back short used to be followed at once by an empty one: three per job. The lower
+    // bound only shows that the calls were counted at all.
     let claims = claim_calls(&pool).await;
     assert!(
-        (2 * JOBS..=2 * JOBS + 8).contains(&claims),
+        (JOBS..=2 * JOBS + 8).contains(&claims),
         "{claims} claims for {JOBS} jobs picked up one at a time"
     );
 }
