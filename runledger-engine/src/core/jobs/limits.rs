@@ -27,7 +27,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::Value;
 
 /// Deepest nesting of arrays and objects that is accepted: the most `serde_json` (and so
-/// `sqlx`) decodes by default. `[]` nests 1 deep, `[[]]` 2 deep.
+/// the PostgreSQL driver's JSON decoding) accepts by default. `[]` nests 1 deep, `[[]]` 2 deep.
 pub const MAX_JSON_DEPTH: usize = 127;
 
 /// Most bytes of string content (keys and values) one JSON document may carry. PostgreSQL
