@@ -1025,3 +1025,79 @@ async fn a_step_reads_running_while_its_job_is_leased_and_its_claim_writes_no_st
     );
     assert_eq!(stored().await, "SUCCEEDED");
 }
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_fan_out_release_writes_each_released_step_once_and_gives_it_its_job(pool: PgPool) {
+    use runledger_engine::postgres::jobs::{ClaimRequest, claim_jobs, complete_job_success};
+
+    const WIDTH: usize = 20;
+    crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
+    let meta = json!({});
+    let payload = json!({});
+    let keys: Vec<String> = (0..WIDTH).map(|n| format!("mid-{n}")).collect();
+    let mut builder = WorkflowDagBuilder::new("wf.fan", &meta)
+        .job("start", "wf.step", &payload)
+        .unwrap()
+        .job("end", "wf.step", &payload)
+        .unwrap();
+    for key in &keys {
+        builder = builder
+            .job(key, "wf.step", &payload)
+            .unwrap()
+            .after_success(key, ["start"])
+            .unwrap();
+    }
+    let run = builder
+        .after_success("end", keys.iter().map(String::as_str))
+        .unwrap()
+        .build()
+        .unwrap();
+    let run_id = enqueue_workflow_run(&pool, &run).await.unwrap().id;
+    let start = claim_jobs(
+        &pool,
+        &ClaimRequest::new("w-fan", 10, Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(start.len(), 1, "only the first step is released at enqueue");
+
+    // Counted within one transaction (the backend's counts may still hold earlier ones).
+    let updates = "SELECT n_tup_upd FROM pg_stat_xact_user_tables \
+                   WHERE schemaname = 'runledger' AND relname = 'workflow_steps'";
+    let mut tx = pool.begin().await.unwrap();
+    let before: i64 = sqlx::query_scalar(updates)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    complete_job_success(&mut *tx, &start[0].lease(), None)
+        .await
+        .unwrap();
+    let after: i64 = sqlx::query_scalar(updates)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let step_updates = after - before;
+    // The first step finished (one row) and each middle step released (one row each): no
+    // second write of a released step.
+    assert_eq!(step_updates, 1 + WIDTH as i64);
+
+    let linked: Vec<(String, String, bool)> = sqlx::query_as(
+        "SELECT s.step_key, s.status, j.id IS NOT NULL AND j.status = 'PENDING' \
+         FROM runledger.workflow_steps s \
+         LEFT JOIN runledger.job_queue j ON j.id = s.job_id AND j.workflow_step_id = s.id \
+         WHERE s.workflow_run_id = $1 AND s.step_key <> 'start' ORDER BY s.step_key",
+    )
+    .bind(run_id.0)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(linked.len(), WIDTH + 1);
+    for (key, status, has_job) in linked {
+        if key == "end" {
+            assert_eq!((status.as_str(), has_job), ("BLOCKED", false), "{key}");
+        } else {
+            assert_eq!((status.as_str(), has_job), ("ENQUEUED", true), "{key}");
+        }
+    }
+}
