@@ -11,7 +11,12 @@
 //! to a registered port get `TCP_NODELAY`, found by listing `/proc/self/fd`. Runledger registers
 //! the pools it is given (workers, supervisors, connection checks) and looks again, at most
 //! every 200 ms, when it enqueues, claims or completes, so connections a pool opens
-//! later are covered within moments. Linux only; elsewhere these calls do nothing.
+//! later are covered within moments. Before a statement that is sure to span several segments
+//! (a batch of jobs, a workflow's steps and edges) it looks at once, on the connection it is
+//! about to use: a connection opened since the last look would otherwise make that statement
+//! wait for the delayed acknowledgements (a 1 -> 1,000 -> 1 workflow's enqueue, its steps and
+//! edges about 150 KB, took 90 to 95 ms instead of 40 on a connection the pool had opened since
+//! the last look). Linux only; elsewhere these calls do nothing.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -76,6 +81,20 @@ pub(crate) fn refresh() {
     {
         return; // another task is looking
     }
+    sweep_registered();
+}
+
+/// Looks for new connections to the registered ports now, whatever the interval: before a
+/// statement large enough to span several TCP segments, on a connection already acquired.
+pub(crate) fn refresh_now() {
+    if LAST_SWEEP_MS.load(Ordering::Relaxed) == 0 {
+        return; // nothing registered
+    }
+    sweep_registered();
+    LAST_SWEEP_MS.store(elapsed_ms(), Ordering::Relaxed);
+}
+
+fn sweep_registered() {
     let ports = match PORTS.lock() {
         Ok(ports) => ports.clone(),
         Err(_) => return,
@@ -199,5 +218,25 @@ mod tests {
 
         assert!(nodelay(to_database.as_raw_fd()));
         assert!(!nodelay(to_other.as_raw_fd()));
+    }
+
+    #[test]
+    fn a_connection_opened_just_after_a_look_is_covered_by_the_next_look_now_only() {
+        use std::os::fd::AsRawFd;
+
+        let database = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        if let Ok(mut ports) = PORTS.lock() {
+            ports.push(database.local_addr().unwrap().port());
+        }
+        LAST_SWEEP_MS.store(elapsed_ms(), Ordering::Relaxed);
+        let fresh = std::net::TcpStream::connect(database.local_addr().unwrap()).unwrap();
+
+        refresh();
+        assert!(
+            !nodelay(fresh.as_raw_fd()),
+            "the hot paths' look waits for its interval"
+        );
+        refresh_now();
+        assert!(nodelay(fresh.as_raw_fd()));
     }
 }

@@ -70,7 +70,6 @@ where
     A: Acquire<'c, Database = Postgres>,
 {
     run.validate()?;
-    crate::postgres::refresh_tcp_nodelay();
     // Its step jobs inherit it as they are released (see `crate::core::trace`).
     let trace_context = crate::core::trace::current_trace_context();
     let mut conn = acquire.acquire().await?;
@@ -173,6 +172,8 @@ async fn insert_steps(
     steps: &[WorkflowStepEnqueue<'_>],
     existing: &HashMap<String, Uuid>,
 ) -> Result<Vec<Uuid>> {
+    // The steps and their edges span many segments; `conn` may be a connection opened just now.
+    crate::postgres::refresh_tcp_nodelay_now();
     let ids: HashMap<&str, Uuid> = steps
         .iter()
         .map(|step| (step.step_key.as_str(), Uuid::now_v7()))
