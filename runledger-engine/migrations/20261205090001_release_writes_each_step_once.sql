@@ -1,5 +1,7 @@
--- Less work on a workflow's critical path, measured on a 1 -> 1,000 -> 1 run (one client,
--- warm, the statements of the engine replayed against the bench's data):
+-- Less work on a workflow's critical path. On a 1 -> 1,000 -> 1 run (one client, warm, the
+-- engine's statements replayed against the bench's data) the first step's completion, which
+-- releases the 1,000 middle steps, went from 31-42 to 25-26 ms, and a completion batch of 125
+-- middle steps from 7.0-8.5 to 4.8-6.3 ms (2.5-3 ms without the workflow trigger).
 --
 -- * A released step is written once. The countdown of a step's prerequisites now marks the step
 --   released in the same row update (ENQUEUED with its job's id, or WAITING_FOR_EXTERNAL);
