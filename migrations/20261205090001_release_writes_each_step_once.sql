@@ -19,6 +19,14 @@
 -- Lock order is unchanged: job rows, the release lock, the run rows (in id order); a step row
 -- is written only by the holder of its job row or of its run's row.
 
+-- What a step becomes when it is released: a job step waits for its job, an external step for
+-- its completion.
+CREATE FUNCTION runledger.workflow_released_status(p_step_kind text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE p_step_kind WHEN 'JOB' THEN 'ENQUEUED' ELSE 'WAITING_FOR_EXTERNAL' END
+$$;
+
 -- Inserts the jobs of job steps that were just marked ENQUEUED with their job's id (by
 -- runledger.workflow_release_steps or the countdown in runledger.workflow_release_dependents),
 -- and wakes the workers of their types. The one place where a step becomes a job row.
@@ -83,7 +91,7 @@ BEGIN
 
     WITH released AS (
         UPDATE runledger.workflow_steps
-        SET status = CASE step_kind WHEN 'JOB' THEN 'ENQUEUED' ELSE 'WAITING_FOR_EXTERNAL' END,
+        SET status = runledger.workflow_released_status(step_kind),
             job_id = CASE step_kind WHEN 'JOB' THEN runledger.uuidv7() END,
             updated_at = now()
         WHERE id = ANY(p_steps) AND status = 'BLOCKED'
@@ -127,8 +135,7 @@ BEGIN
             SET (deps_pending, deps_unsatisfied, status, job_id, updated_at) = (
                     SELECT n.pending, n.unsatisfied,
                            CASE WHEN n.pending > 0 OR n.unsatisfied > 0 THEN s.status
-                                WHEN s.step_kind = 'JOB' THEN 'ENQUEUED'
-                                ELSE 'WAITING_FOR_EXTERNAL' END,
+                                ELSE runledger.workflow_released_status(s.step_kind) END,
                            CASE WHEN n.pending = 0 AND n.unsatisfied = 0 AND s.step_kind = 'JOB'
                                 THEN runledger.uuidv7() ELSE s.job_id END,
                            now()
@@ -268,3 +275,8 @@ BEGIN
     RETURN runledger.workflow_refresh_run(p_run);
 END;
 $$;
+
+-- The run-scoped forms of the release functions served only the settling of new steps, which
+-- now calls the set-based ones.
+DROP FUNCTION runledger.workflow_release_steps(uuid, uuid[]);
+DROP FUNCTION runledger.workflow_release_dependents(uuid, uuid[]);

@@ -59,9 +59,8 @@ pub fn use_tcp_nodelay(pool: &PgPool) {
     if !ports.contains(&port) {
         ports.push(port);
     }
-    let ports = ports.clone();
-    sweep(&ports);
-    LAST_SWEEP_MS.store(elapsed_ms(), Ordering::Relaxed);
+    drop(ports);
+    sweep_now();
 }
 
 /// Looks for new connections to the registered ports, unless a look happened within
@@ -90,6 +89,11 @@ pub(crate) fn refresh_now() {
     if LAST_SWEEP_MS.load(Ordering::Relaxed) == 0 {
         return; // nothing registered
     }
+    sweep_now();
+}
+
+/// Looks now and records when.
+fn sweep_now() {
     sweep_registered();
     LAST_SWEEP_MS.store(elapsed_ms(), Ordering::Relaxed);
 }
