@@ -12,7 +12,8 @@ use runledger_engine::postgres::ErrorCategory;
 use runledger_engine::postgres::jobs::{
     ClaimRequest, JobEnqueue, JobLease, JobSuccess, TenantScope, claim_jobs, complete_job_success,
     complete_jobs_success, enqueue_job, enqueue_jobs, heartbeat_job, heartbeat_jobs,
-    list_job_attempts, mark_job_running, set_job_definition_enabled, update_job_progress,
+    list_job_attempts, mark_job_running, mark_jobs_running, set_job_definition_enabled,
+    update_job_progress,
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -615,4 +616,56 @@ async fn a_claim_on_a_pool_claims_in_order_and_leaves_no_setting_behind(pool: Pg
     assert_eq!(settings.0, "on");
     assert_eq!(settings.1, "on");
     assert_eq!(settings.2, "on");
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn fenced_batch_writes_read_only_their_own_rows_whatever_the_statistics_say(pool: PgPool) {
+    define(&pool, "bulk.job", DefinitionOpts::default()).await;
+    crate::support::enqueue_many(&pool, "bulk.job", 2_000).await;
+    // Statistics taken while every job was pending: no row has a worker id, so a planner free
+    // to choose takes the lease filter to match one row and reads the whole table for it.
+    sqlx::query("ANALYZE runledger.job_queue")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let claimed = claim(&pool, WORKER, 200).await;
+    let leases: Vec<(JobId, i32)> = claimed.iter().map(|job| (job.id, job.attempt)).collect();
+    let successes: Vec<JobSuccess> = claimed
+        .iter()
+        .map(|job| JobSuccess {
+            job_id: job.id,
+            attempt: job.attempt,
+            output: None,
+            progress: None,
+        })
+        .collect();
+
+    // A new connection: its first executions of each statement are the ones planned for their
+    // parameters.
+    let mut tx = pool.begin().await.unwrap();
+    let marked = mark_jobs_running(&mut *tx, WORKER, &leases).await.unwrap();
+    let renewed = heartbeat_jobs(&mut *tx, WORKER, &leases, LONG_LEASE)
+        .await
+        .unwrap();
+    let completed = complete_jobs_success(&mut *tx, WORKER, &successes)
+        .await
+        .unwrap();
+    let table_scans: i64 = sqlx::query_scalar(
+        "SELECT seq_scan FROM pg_stat_xact_user_tables
+         WHERE schemaname = 'runledger' AND relname = 'job_queue'",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    assert_eq!(
+        (marked.len(), renewed.len(), completed.len()),
+        (200, 200, 200)
+    );
+    assert_eq!(
+        table_scans, 0,
+        "a fenced batch write read the whole job table"
+    );
+    assert_eq!(count_status(&pool, "SUCCEEDED").await, 200);
 }

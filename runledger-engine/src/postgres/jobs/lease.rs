@@ -489,7 +489,8 @@ pub async fn mark_job_running<'e>(
 
 /// Records in one statement that the handlers of these leases of `worker_id` started (each
 /// job's `started_at`, kept if already set; stage `RUNNING`). Returns the jobs whose lease
-/// still held; the runtime calls it once per claimed batch, before the handlers start.
+/// still held; the runtime calls it for handlers that have run a while, and
+/// `Worker::run_once` for its whole batch before the handlers start.
 pub async fn mark_jobs_running<'e>(
     executor: impl PgExecutor<'e>,
     worker_id: &str,
@@ -502,16 +503,11 @@ pub async fn mark_jobs_running<'e>(
     let attempts: Vec<i32> = leases.iter().map(|(_, attempt)| *attempt).collect();
     let marked = sqlx::query_scalar!(
         r#"
-        UPDATE runledger.job_queue q
-        SET started_at = coalesce(q.started_at, now())
-        FROM unnest($1::uuid[], $2::int4[]) AS m(id, attempt)
-        WHERE q.id = m.id AND q.attempt = m.attempt AND q.worker_id = $3
-          AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
-        RETURNING q.id AS "id!: JobId"
+        SELECT id AS "id!: JobId" FROM runledger.mark_jobs_running($1, $2, $3) AS id
         "#,
+        worker_id,
         &ids,
         &attempts,
-        worker_id,
     )
     .fetch_all(executor)
     .await?;
@@ -543,16 +539,11 @@ pub async fn heartbeat_jobs<'e>(
     let attempts: Vec<i32> = leases.iter().map(|(_, attempt)| *attempt).collect();
     let renewed = sqlx::query_scalar!(
         r#"
-        UPDATE runledger.job_queue q
-        SET lease_expires_at = now() + make_interval(secs => $4)
-        FROM unnest($1::uuid[], $2::int4[]) AS h(id, attempt)
-        WHERE q.id = h.id AND q.attempt = h.attempt AND q.worker_id = $3
-          AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
-        RETURNING q.id AS "id!: JobId"
+        SELECT id AS "id!: JobId" FROM runledger.heartbeat_jobs($1, $2, $3, $4) AS id
         "#,
+        worker_id,
         &ids,
         &attempts,
-        worker_id,
         lease_ttl.as_secs_f64(),
     )
     .fetch_all(executor)
@@ -658,24 +649,13 @@ pub async fn complete_jobs_success<'e>(
         .collect::<Result<_>>()?;
     let completed = sqlx::query_scalar!(
         r#"
-        UPDATE runledger.job_queue q
-        SET status = 'SUCCEEDED',
-            output = s.output,
-            progress = coalesce(s.progress, q.progress),
-            started_at = coalesce(q.started_at, q.leased_at),
-            lease_expires_at = NULL,
-            finished_at = now(),
-            updated_at = now()
-        FROM unnest($1::uuid[], $2::int4[], $3::jsonb[], $5::jsonb[])
-             AS s(id, attempt, output, progress)
-        WHERE q.id = s.id AND q.attempt = s.attempt AND q.worker_id = $4
-          AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
-        RETURNING q.id AS "id!: JobId"
+        SELECT id AS "id!: JobId"
+        FROM runledger.complete_jobs_success($1, $2, $3, $4, $5) AS id
         "#,
+        worker_id,
         &ids,
         &attempts,
         &outputs as &[Option<Value>],
-        worker_id,
         &progress as &[Option<Value>],
     )
     .fetch_all(executor)
