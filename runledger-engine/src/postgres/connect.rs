@@ -236,7 +236,9 @@ fn describe_target(options: &PgConnectOptions) -> String {
 /// ```
 pub async fn check_connection(pool: &PgPool, timeout: Duration) -> Result<(), ConnectionError> {
     let options = pool.connect_options();
-    match tokio::time::timeout(timeout, PgConnection::connect_with(&options)).await {
+    let connecting =
+        crate::postgres::opening_with_tcp_nodelay(PgConnection::connect_with(&options));
+    match tokio::time::timeout(timeout, connecting).await {
         Ok(Ok(connection)) => {
             // The check has its answer; a failure to say goodbye changes nothing.
             let _ = connection.close().await;

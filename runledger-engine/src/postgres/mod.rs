@@ -12,7 +12,10 @@ mod types;
 pub use connect::{ConnectionError, ConnectionFailure, DEFAULT_CONNECT_TIMEOUT, check_connection};
 pub use error::{Error, ErrorCategory, QueryError, Result};
 pub use nodelay::use_tcp_nodelay;
-pub(crate) use nodelay::{refresh as refresh_tcp_nodelay, refresh_now as refresh_tcp_nodelay_now};
+pub(crate) use nodelay::{
+    refresh as refresh_tcp_nodelay, refresh_now as refresh_tcp_nodelay_now,
+    sweeping as opening_with_tcp_nodelay,
+};
 pub use schema::{
     MIGRATOR, SchemaCompatibilityError, ensure_schema_compatible,
     ensure_schema_compatible_after_idempotency_cutover, migrate, migrate_after_idempotency_cutover,

@@ -10,7 +10,7 @@ use runledger_engine::core::jobs::JobCompletion;
 use runledger_engine::runtime::Supervisor;
 use runledger_engine::runtime::catalog::JobCatalog;
 use runledger_engine::runtime::observer::{JobLifecycleObserver, JobSucceededEvent};
-use runledger_engine::runtime::supervisor::connections_used;
+use runledger_engine::runtime::supervisor::{connections_used, open_connections};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -150,4 +150,30 @@ async fn a_shutdown_that_misses_its_deadline_still_stops_every_task(pool: PgPool
     // Nothing keeps running (in particular no LISTEN task retrying against a closed pool).
     wait_until_tasks_end(baseline).await;
     workers.close().await;
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn the_loops_connections_are_opened_before_they_start_and_left_idle(pool: PgPool) {
+    let config = fast_config("open-connections");
+    let wanted = connections_used(&config);
+    let roomy = pool_of(&pool, wanted + 4).await;
+    let small = pool_of(&pool, wanted - 2).await;
+
+    open_connections(&roomy, &config).await;
+    open_connections(&small, &config).await;
+
+    // As many as the loops hold at once, never more than the pool allows, all given back (a
+    // dropped connection returns to its pool from a task of its own).
+    for (pool, expected) in [(&roomy, wanted), (&small, wanted - 2)] {
+        assert_eq!(pool.size(), expected);
+        let returned = tokio::time::timeout(WAIT, async {
+            while pool.num_idle() < expected as usize {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        assert!(
+            returned.await.is_ok(),
+            "the opened connections stayed taken"
+        );
+    }
 }
