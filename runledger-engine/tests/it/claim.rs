@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use chrono::Utc;
 use runledger_engine::core::jobs::{
-    JobAttemptOutcome, JobFailure, JobId, JobProgressUpdate, JobStatus,
+    JobAttemptOutcome, JobContinuation, JobFailure, JobId, JobProgressUpdate, JobStatus,
 };
 use runledger_engine::postgres::ErrorCategory;
 use runledger_engine::postgres::jobs::{
-    ClaimRequest, JobEnqueue, JobLease, JobSuccess, TenantScope, claim_jobs, complete_job_success,
-    complete_jobs_success, enqueue_job, enqueue_jobs, heartbeat_job, heartbeat_jobs,
-    list_job_attempts, mark_job_running, mark_jobs_running, set_job_definition_enabled,
-    update_job_progress,
+    ClaimRequest, JobContinued, JobEnqueue, JobLease, JobSuccess, TenantScope, claim_jobs,
+    complete_job_success, complete_jobs_success, continue_jobs, enqueue_job, enqueue_jobs,
+    heartbeat_job, heartbeat_jobs, list_job_attempts, mark_job_running, mark_jobs_running,
+    set_job_definition_enabled, update_job_progress,
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -630,7 +630,12 @@ async fn fenced_batch_writes_read_only_their_own_rows_whatever_the_statistics_sa
         .unwrap();
     let claimed = claim(&pool, WORKER, 200).await;
     let leases: Vec<(JobId, i32)> = claimed.iter().map(|job| (job.id, job.attempt)).collect();
-    let successes: Vec<JobSuccess> = claimed
+    let (to_continue, to_complete) = claimed.split_at(100);
+    let continuations: Vec<JobContinued> = to_continue
+        .iter()
+        .map(|job| JobContinued::new(job.id, job.attempt, JobContinuation::now()))
+        .collect();
+    let successes: Vec<JobSuccess> = to_complete
         .iter()
         .map(|job| JobSuccess {
             job_id: job.id,
@@ -647,6 +652,9 @@ async fn fenced_batch_writes_read_only_their_own_rows_whatever_the_statistics_sa
     let renewed = heartbeat_jobs(&mut *tx, WORKER, &leases, LONG_LEASE)
         .await
         .unwrap();
+    let continued = continue_jobs(&mut *tx, WORKER, &continuations)
+        .await
+        .unwrap();
     let completed = complete_jobs_success(&mut *tx, WORKER, &successes)
         .await
         .unwrap();
@@ -660,12 +668,18 @@ async fn fenced_batch_writes_read_only_their_own_rows_whatever_the_statistics_sa
     tx.commit().await.unwrap();
 
     assert_eq!(
-        (marked.len(), renewed.len(), completed.len()),
-        (200, 200, 200)
+        (
+            marked.len(),
+            renewed.len(),
+            continued.len(),
+            completed.len()
+        ),
+        (200, 200, 100, 100)
     );
     assert_eq!(
         table_scans, 0,
         "a fenced batch write read the whole job table"
     );
-    assert_eq!(count_status(&pool, "SUCCEEDED").await, 200);
+    assert_eq!(count_status(&pool, "SUCCEEDED").await, 100);
+    assert_eq!(count_status(&pool, "PENDING").await, 1_900);
 }

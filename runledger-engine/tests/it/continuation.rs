@@ -11,8 +11,8 @@ use runledger_engine::core::jobs::{
     StepKey, WorkflowRunEnqueueBuilder, WorkflowStepEnqueueBuilder, WorkflowType,
 };
 use runledger_engine::postgres::jobs::{
-    TenantScope, enqueue_workflow_run, get_job_by_id, get_job_metrics, list_job_attempts,
-    list_workflow_steps,
+    JOB_QUEUE_CHANNEL, JobContinued, TenantScope, continue_jobs, enqueue_workflow_run,
+    get_job_by_id, get_job_metrics, list_job_attempts, list_workflow_steps,
 };
 use runledger_engine::runtime::Supervisor;
 use runledger_engine::runtime::catalog::JobCatalog;
@@ -23,8 +23,12 @@ use runledger_engine::runtime::registry::JobRegistry;
 use runledger_engine::runtime::worker::{Worker, WorkerConfig};
 use serde_json::{Value, json};
 use sqlx::PgPool;
+use sqlx::postgres::PgListener;
 
-use crate::support::{DefinitionOpts, define, fast_config, handler, insert_job, wait_for_status};
+use crate::support::{
+    DefinitionOpts, WORKER, claim, define, fast_config, handler, insert_job,
+    next_notification_payload, wait_for_status,
+};
 
 /// Continues with `{"n": n + 1}` while `n` (from the checkpoint, 0 at first) is below 2, then
 /// finishes with the runs it saw.
@@ -252,4 +256,36 @@ async fn workflow_steps_continue_only_when_they_opted_in_and_release_nothing_mea
         strict_code.as_deref(),
         Some("workflow.continuation_not_allowed")
     );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_continuation_due_at_once_wakes_idle_workers_and_a_delayed_one_does_not(pool: PgPool) {
+    define(&pool, "crawl.later", DefinitionOpts::default()).await;
+    define(&pool, "crawl.now", DefinitionOpts::default()).await;
+    insert_job(&pool, "crawl.later", json!({})).await;
+    insert_job(&pool, "crawl.now", json!({})).await;
+    let mut claimed = claim(&pool, WORKER, 2).await;
+    claimed.sort_by_key(|job| job.job_type.clone());
+    let mut listener = PgListener::connect_with(&pool).await.unwrap();
+    listener.listen(JOB_QUEUE_CHANNEL).await.unwrap();
+
+    let continued = continue_jobs(
+        &pool,
+        WORKER,
+        &[
+            JobContinued::new(
+                claimed[0].id,
+                claimed[0].attempt,
+                JobContinuation::after(Duration::from_secs(3600)),
+            ),
+            JobContinued::new(claimed[1].id, claimed[1].attempt, JobContinuation::now()),
+        ],
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(continued.len(), 2);
+    assert_eq!(next_notification_payload(&mut listener).await, "crawl.now");
+    let more = tokio::time::timeout(Duration::from_millis(300), listener.recv()).await;
+    assert!(more.is_err(), "a delayed continuation woke the workers");
 }

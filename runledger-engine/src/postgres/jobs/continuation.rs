@@ -105,63 +105,15 @@ pub async fn continue_jobs<'e>(
     }
     let rows = sqlx::query!(
         r#"
-        WITH current AS (
-            SELECT q.id, c.delay_secs, c.checkpoint, c.progress,
-                   (q.workflow_step_id IS NULL OR coalesce(s.continuation_allowed, false)) AS allowed
-            FROM unnest($1::uuid[], $2::int4[], $3::float8[], $4::jsonb[], $5::jsonb[])
-                 AS c(id, attempt, delay_secs, checkpoint, progress)
-            JOIN runledger.job_queue q ON q.id = c.id
-            LEFT JOIN runledger.workflow_steps s ON s.id = q.workflow_step_id
-            WHERE q.attempt = c.attempt AND q.worker_id = $6
-              AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
-            ORDER BY q.id
-            FOR UPDATE OF q
-        ),
-        continued AS (
-            UPDATE runledger.job_queue q
-            SET status = 'PENDING',
-                next_run_at = now() + make_interval(secs => c.delay_secs),
-                attempt_floor = q.attempt,
-                run_number = q.run_number + 1,
-                checkpoint = coalesce(c.checkpoint, q.checkpoint),
-                progress = coalesce(c.progress, q.progress),
-                worker_id = NULL,
-                lease_expires_at = NULL,
-                updated_at = now()
-            FROM current c
-            WHERE q.id = c.id AND c.allowed
-            RETURNING q.id, q.job_type, q.attempt, q.leased_at, q.started_at, q.run_number,
-                      q.next_run_at
-        ),
-        attempt_row AS (
-            INSERT INTO runledger.job_attempts (job_id, attempt, worker_id, outcome, leased_at, started_at)
-            SELECT id, attempt, $6, 'SUCCEEDED', leased_at, coalesce(started_at, leased_at)
-            FROM continued
-        ),
-        event AS (
-            INSERT INTO runledger.job_events (job_id, event_type, attempt, worker_id, details)
-            SELECT id, 'CONTINUED', attempt, $6,
-                   jsonb_build_object('run_number', run_number, 'next_run_at', next_run_at)
-            FROM continued
-        ),
-        notified AS (
-            SELECT pg_notify('runledger_job_queue', job_type)
-            FROM (SELECT DISTINCT job_type FROM continued WHERE next_run_at <= now()) t
-        )
-        SELECT c.id AS "id!: JobId",
-               c.allowed AS "allowed!",
-               n.run_number AS "run_number?",
-               n.next_run_at AS "next_run_at?",
-               (SELECT count(*) FROM notified) AS "notified!"
-        FROM current c
-        LEFT JOIN continued n ON n.id = c.id
+        SELECT id AS "id!: JobId", allowed AS "allowed!", run_number, next_run_at
+        FROM runledger.continue_jobs($1, $2, $3, $4, $5, $6)
         "#,
+        worker_id,
         &ids,
         &attempts,
         &delays,
         &checkpoints as &[Option<Value>],
         &progress as &[Option<Value>],
-        worker_id,
     )
     .fetch_all(executor)
     .await?;
