@@ -50,7 +50,8 @@ pub fn connections_used(config: &JobsConfig) -> u32 {
 const OPEN_CONNECTIONS_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Opens, before the loops start, the connections they will hold at once
-/// ([`connections_used`], up to the pool's maximum), and leaves them idle in the pool.
+/// ([`connections_used`], as many as the pool has room for besides the connections taken from
+/// it), and leaves them idle in the pool.
 ///
 /// The connections are opened together, with `TCP_NODELAY` set as each socket appears (see
 /// [`use_tcp_nodelay`](crate::postgres::use_tcp_nodelay)): opened one by one by the loops, each
@@ -67,7 +68,14 @@ const OPEN_CONNECTIONS_TIMEOUT: Duration = Duration::from_secs(2);
 /// # }
 /// ```
 pub async fn open_connections(pool: &PgPool, config: &JobsConfig) {
-    let wanted = connections_used(config).min(pool.options().get_max_connections());
+    // Only connections no one holds: waiting for the ones the application has taken would keep
+    // the others from it meanwhile.
+    let free = pool
+        .options()
+        .get_max_connections()
+        .saturating_sub(pool.size())
+        .saturating_add(u32::try_from(pool.num_idle()).unwrap_or(u32::MAX));
+    let wanted = connections_used(config).min(free);
     let opening = futures_util::future::join_all((0..wanted).map(|_| pool.acquire()));
     let opened = tokio::time::timeout(
         OPEN_CONNECTIONS_TIMEOUT,

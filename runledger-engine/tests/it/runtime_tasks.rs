@@ -158,16 +158,27 @@ async fn the_loops_connections_are_opened_before_they_start_and_left_idle(pool: 
     let wanted = connections_used(&config);
     let roomy = pool_of(&pool, wanted + 4).await;
     let small = pool_of(&pool, wanted - 2).await;
+    let shared = pool_of(&pool, wanted).await;
+    // The application holds two of the shared pool's connections throughout.
+    let held = (
+        shared.acquire().await.unwrap(),
+        shared.acquire().await.unwrap(),
+    );
 
     open_connections(&roomy, &config).await;
     open_connections(&small, &config).await;
+    open_connections(&shared, &config).await;
 
-    // As many as the loops hold at once, never more than the pool allows, all given back (a
-    // dropped connection returns to its pool from a task of its own).
-    for (pool, expected) in [(&roomy, wanted), (&small, wanted - 2)] {
-        assert_eq!(pool.size(), expected);
+    // As many as the loops hold at once, never more than the pool has room for, all given back
+    // (a dropped connection returns to its pool from a task of its own).
+    for (pool, size, idle) in [
+        (&roomy, wanted, wanted),
+        (&small, wanted - 2, wanted - 2),
+        (&shared, wanted, wanted - 2),
+    ] {
+        assert_eq!(pool.size(), size);
         let returned = tokio::time::timeout(WAIT, async {
-            while pool.num_idle() < expected as usize {
+            while pool.num_idle() < idle as usize {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         });
@@ -176,4 +187,5 @@ async fn the_loops_connections_are_opened_before_they_start_and_left_idle(pool: 
             "the opened connections stayed taken"
         );
     }
+    drop(held);
 }
