@@ -10,7 +10,7 @@ use runledger_engine::core::jobs::{
 };
 use runledger_engine::postgres::ErrorCategory;
 use runledger_engine::postgres::jobs::{
-    ClaimRequest, JobContinued, JobEnqueue, JobLease, JobSuccess, TenantScope, claim_jobs,
+    ClaimRequest, JobContinued, JobEnqueue, JobLease, TenantScope, claim_jobs,
     complete_job_success, complete_jobs_success, continue_jobs, enqueue_job, enqueue_jobs,
     heartbeat_job, heartbeat_jobs, list_job_attempts, mark_job_running, mark_jobs_running,
     set_job_definition_enabled, update_job_progress,
@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use crate::support::{
     DefinitionOpts, LONG_LEASE, WORKER, claim, claim_one, count_status, define, expire_lease,
-    insert_job, job, one_job,
+    insert_job, job, one_job, successes_of,
 };
 
 /// Seconds until the job's lease expires, by the database clock.
@@ -67,15 +67,7 @@ async fn four_concurrent_workers_claim_2000_jobs_each_exactly_once(pool: PgPool)
                     }
                     assert!(batch.len() <= 25);
                     // Finish the batch, as a worker would, so each attempt gets its row.
-                    let successes: Vec<JobSuccess> = batch
-                        .iter()
-                        .map(|job| JobSuccess {
-                            job_id: job.id,
-                            attempt: job.attempt,
-                            output: None,
-                            progress: None,
-                        })
-                        .collect();
+                    let successes = successes_of(&batch);
                     let completed = complete_jobs_success(&pool, &worker, &successes)
                         .await
                         .unwrap();
@@ -635,15 +627,7 @@ async fn fenced_batch_writes_read_only_their_own_rows_whatever_the_statistics_sa
         .iter()
         .map(|job| JobContinued::new(job.id, job.attempt, JobContinuation::now()))
         .collect();
-    let successes: Vec<JobSuccess> = to_complete
-        .iter()
-        .map(|job| JobSuccess {
-            job_id: job.id,
-            attempt: job.attempt,
-            output: None,
-            progress: None,
-        })
-        .collect();
+    let successes = successes_of(to_complete);
 
     // A new connection: its first executions of each statement are the ones planned for their
     // parameters.

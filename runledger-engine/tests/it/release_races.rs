@@ -7,15 +7,14 @@ use runledger_engine::core::jobs::{
     WorkflowStepStatus, WorkflowType,
 };
 use runledger_engine::postgres::jobs::{
-    ClaimedJob, CompleteExternalWorkflowStepInput, JobSuccess, TenantScope, WorkflowAppend,
-    cancel_workflow_run, complete_external_workflow_step, complete_jobs_success,
-    enqueue_workflow_run,
+    CompleteExternalWorkflowStepInput, TenantScope, WorkflowAppend, cancel_workflow_run,
+    complete_external_workflow_step, complete_jobs_success, enqueue_workflow_run,
 };
 use serde_json::json;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
-use crate::support::{DefinitionOpts, claim, define, next_notification_payload};
+use crate::support::{DefinitionOpts, claim, define, next_notification_payload, successes_of};
 
 /// Two root job steps `a1` and `a2`, and `b` behind both.
 async fn fan_in_run(pool: &PgPool) -> WorkflowRunId {
@@ -36,19 +35,6 @@ async fn fan_in_run(pool: &PgPool) -> WorkflowRunId {
         .build()
         .unwrap();
     enqueue_workflow_run(pool, &run).await.unwrap().id
-}
-
-/// A success without output for each claimed job.
-fn successes_of(claimed: &[ClaimedJob]) -> Vec<JobSuccess> {
-    claimed
-        .iter()
-        .map(|job| JobSuccess {
-            job_id: job.id,
-            attempt: job.attempt,
-            output: None,
-            progress: None,
-        })
-        .collect()
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use runledger_engine::core::jobs::JobId;
 use runledger_engine::postgres::jobs::{
-    ClaimRequest, ClaimedJob, JobDefinition, JobDefinitionUpsert, JobEnqueue, TenantScope,
-    claim_jobs, enqueue_job, enqueue_jobs, upsert_job_definition,
+    ClaimRequest, ClaimedJob, JobDefinition, JobDefinitionUpsert, JobEnqueue, JobSuccess,
+    TenantScope, claim_jobs, enqueue_job, enqueue_jobs, upsert_job_definition,
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -70,6 +70,19 @@ pub async fn claim(pool: &PgPool, worker: &str, limit: i64) -> Vec<ClaimedJob> {
     claim_jobs(pool, &ClaimRequest::new(worker, limit, LONG_LEASE))
         .await
         .unwrap()
+}
+
+/// A success without output for each claimed job.
+pub fn successes_of(claimed: &[ClaimedJob]) -> Vec<JobSuccess> {
+    claimed
+        .iter()
+        .map(|job| JobSuccess {
+            job_id: job.id,
+            attempt: job.attempt,
+            output: None,
+            progress: None,
+        })
+        .collect()
 }
 
 /// Claims exactly one job as [`WORKER`].
