@@ -163,7 +163,9 @@ impl SupervisorBuilder {
     /// [`JobsConfig::queue_depth_interval`] is zero). Install the metrics recorder before: the
     /// loops take their metric handles from it. Fails
     /// with `config.pool_too_small` when the pool cannot run a worker at all, and warns (in
-    /// tracing) when it allows fewer connections than the loops may use at once.
+    /// tracing) when it allows fewer connections than the loops may use at once. The loops open
+    /// their connections as they first need them; `await` [`open_connections`] before
+    /// building, as `runledger::Worker::start` does, to have them open when the loops start.
     pub fn build(self) -> Result<Supervisor, RuntimeError> {
         if let Some(err) = self.pending_error {
             return Err(err);
