@@ -16,7 +16,7 @@ use crate::engine::runtime::catalog::{CatalogJobScheduleSpec, JobCatalog};
 use crate::engine::runtime::config::{JobsConfig, JobsConfigError, check_pool_size};
 use crate::engine::runtime::queues::QueueConcurrency;
 use crate::engine::runtime::registry::JobHandler;
-use crate::engine::runtime::supervisor::{connections_used, open_connections};
+use crate::engine::runtime::supervisor::connections_used;
 use crate::engine::runtime::worker::WorkerConfig;
 use crate::engine::runtime::{JobLifecycleObserver, Supervisor, SupervisorBuilder};
 use crate::error::Error;
@@ -198,7 +198,6 @@ impl Worker {
     pub async fn start(self) -> Result<RunningWorker, Error> {
         let catalog = self.catalog();
         self.sync(&catalog).await?;
-        open_connections(&self.pool, &self.config).await;
         let mut builder =
             Supervisor::builder(&self.pool, self.config.clone())?.with_catalog(&catalog);
         for add in self.observers {

@@ -9,7 +9,9 @@ mod nodelay;
 mod schema;
 mod types;
 
-pub use connect::{ConnectionError, ConnectionFailure, DEFAULT_CONNECT_TIMEOUT, check_connection};
+pub use connect::{
+    ConnectionError, ConnectionFailure, DEFAULT_CONNECT_TIMEOUT, check_connection, open_connections,
+};
 pub use error::{Error, ErrorCategory, QueryError, Result};
 pub use nodelay::use_tcp_nodelay;
 pub(crate) use nodelay::{

@@ -46,45 +46,6 @@ pub fn connections_used(config: &JobsConfig) -> u32 {
         .saturating_add(sampler)
 }
 
-/// Longest [`open_connections`] waits for the pool to open the loops' connections.
-const OPEN_CONNECTIONS_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Opens, before the loops start, the connections they will hold at once
-/// ([`connections_used`], as many as the pool has room for besides the connections taken from
-/// it), and leaves them idle in the pool.
-///
-/// The connections are opened together, with `TCP_NODELAY` set as each socket appears (see
-/// [`use_tcp_nodelay`](crate::postgres::use_tcp_nodelay)): opened one by one by the loops, each
-/// as it first needed one, a TLS connection (sqlx's default is `sslmode=prefer`) took about
-/// 90 ms, and each loop waited for its own before its first statement. Connections the pool
-/// cannot open within two seconds are left to the loops; this never fails.
-///
-/// ```no_run
-/// # async fn demo(pool: sqlx::PgPool) {
-/// use runledger_engine::runtime::config::JobsConfig;
-/// use runledger_engine::runtime::supervisor::open_connections;
-///
-/// open_connections(&pool, &JobsConfig::default()).await;
-/// # }
-/// ```
-pub async fn open_connections(pool: &PgPool, config: &JobsConfig) {
-    // Only connections no one holds: waiting for the ones the application has taken would keep
-    // the others from it meanwhile.
-    let free = pool
-        .options()
-        .get_max_connections()
-        .saturating_sub(pool.size())
-        .saturating_add(u32::try_from(pool.num_idle()).unwrap_or(u32::MAX));
-    let wanted = connections_used(config).min(free);
-    let opening = futures_util::future::join_all((0..wanted).map(|_| pool.acquire()));
-    let opened = tokio::time::timeout(
-        OPEN_CONNECTIONS_TIMEOUT,
-        crate::postgres::opening_with_tcp_nodelay(opening),
-    )
-    .await;
-    drop(opened);
-}
-
 /// Anything `Supervisor::builder` accepts as configuration: a [`JobsConfig`], or the result of
 /// [`JobsConfig::from_env`] (whose error then surfaces from the builder).
 pub trait IntoJobsConfig {
@@ -163,9 +124,7 @@ impl SupervisorBuilder {
     /// [`JobsConfig::queue_depth_interval`] is zero). Install the metrics recorder before: the
     /// loops take their metric handles from it. Fails
     /// with `config.pool_too_small` when the pool cannot run a worker at all, and warns (in
-    /// tracing) when it allows fewer connections than the loops may use at once. The loops open
-    /// their connections as they first need them; `await` [`open_connections`] before
-    /// building, as `runledger::Worker::start` does, to have them open when the loops start.
+    /// tracing) when it allows fewer connections than the loops may use at once.
     pub fn build(self) -> Result<Supervisor, RuntimeError> {
         if let Some(err) = self.pending_error {
             return Err(err);

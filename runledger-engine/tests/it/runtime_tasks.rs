@@ -7,10 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use runledger_engine::core::jobs::JobCompletion;
+use runledger_engine::postgres::open_connections;
 use runledger_engine::runtime::Supervisor;
 use runledger_engine::runtime::catalog::JobCatalog;
 use runledger_engine::runtime::observer::{JobLifecycleObserver, JobSucceededEvent};
-use runledger_engine::runtime::supervisor::{connections_used, open_connections};
+use runledger_engine::runtime::supervisor::connections_used;
+use runledger_engine::runtime::worker::WorkerConfig;
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -154,8 +156,8 @@ async fn a_shutdown_that_misses_its_deadline_still_stops_every_task(pool: PgPool
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn the_loops_connections_are_opened_before_they_start_and_left_idle(pool: PgPool) {
-    let config = fast_config("open-connections");
-    let wanted = connections_used(&config);
+    let wanted =
+        WorkerConfig::from_jobs_config(&fast_config("open-connections")).connections_used();
     let roomy = pool_of(&pool, wanted + 4).await;
     let small = pool_of(&pool, wanted - 2).await;
     let shared = pool_of(&pool, wanted).await;
@@ -165,9 +167,9 @@ async fn the_loops_connections_are_opened_before_they_start_and_left_idle(pool: 
         shared.acquire().await.unwrap(),
     );
 
-    open_connections(&roomy, &config).await;
-    open_connections(&small, &config).await;
-    open_connections(&shared, &config).await;
+    open_connections(&roomy, wanted).await;
+    open_connections(&small, wanted).await;
+    open_connections(&shared, wanted).await;
 
     // As many as the loops hold at once, never more than the pool has room for, all given back
     // (a dropped connection returns to its pool from a task of its own).

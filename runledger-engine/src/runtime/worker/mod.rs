@@ -28,6 +28,7 @@ use crate::postgres::jobs::{
     ClaimRequest, ClaimedJob, JobFailureDisposition, claim_jobs, claim_limited_jobs,
     mark_jobs_running,
 };
+use crate::postgres::open_connections;
 use crate::runtime::config::{JobsConfig, JobsConfigError, check_pool_size, warn_if_pool_small};
 use crate::runtime::error::{RuntimeLoopExit, WorkerError};
 use crate::runtime::job_logs::LogBuffer;
@@ -403,6 +404,10 @@ impl Worker {
         hard_stop: CancellationToken,
     ) -> RuntimeLoopExit {
         let inner = self.inner;
+        tokio::select! {
+            () = open_connections(&inner.pool, inner.config.connections_used()) => {}
+            () = shutdown.cancelled() => {}
+        }
         let tree = TaskTree::new();
         let tasks = tree.spawner();
         let background = tasks.child_token();
