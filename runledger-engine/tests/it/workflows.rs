@@ -1101,3 +1101,192 @@ async fn a_fan_out_release_writes_each_released_step_once_and_gives_it_its_job(p
         }
     }
 }
+
+/// A run's count of enqueued steps and the number of its steps stored as `ENQUEUED`.
+async fn enqueued_counts(pool: &PgPool, run: WorkflowRunId) -> (i32, i64) {
+    sqlx::query_as(
+        "SELECT w.enqueued_steps, \
+                (SELECT count(*) FROM runledger.workflow_steps s \
+                 WHERE s.workflow_run_id = w.id AND s.status = 'ENQUEUED') \
+         FROM runledger.workflow_runs w WHERE w.id = $1",
+    )
+    .bind(run.0)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// Claims the run's released jobs, keyed by step.
+async fn claim_steps(
+    pool: &PgPool,
+    worker: &str,
+) -> std::collections::HashMap<String, runledger_engine::postgres::jobs::ClaimedJob> {
+    use runledger_engine::postgres::jobs::{ClaimRequest, claim_jobs};
+    claim_jobs(
+        pool,
+        &ClaimRequest::new(worker, 50, Duration::from_secs(60)),
+    )
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|job| (job.workflow_step_key.clone().unwrap_or_default(), job))
+    .collect()
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_runs_count_of_enqueued_steps_follows_releases_failures_gates_appends_and_cancellation(
+    pool: PgPool,
+) {
+    use runledger_engine::core::jobs::{
+        JobType, WorkflowRunEnqueueBuilder, WorkflowStepEnqueueBuilder, WorkflowType,
+    };
+    use runledger_engine::postgres::jobs::{
+        WorkflowAppend, append_workflow_steps, complete_job_failure, complete_job_success,
+    };
+
+    crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
+    let (meta, payload) = (json!({}), json!({}));
+    let job = |key: &'static str, after: &[&'static str]| {
+        after.iter().fold(
+            WorkflowStepEnqueueBuilder::new(StepKey::new(key), JobType::new("wf.step"), &payload),
+            |step, prerequisite| step.depends_on_success(StepKey::new(prerequisite)),
+        )
+    };
+    let run = WorkflowRunEnqueueBuilder::new(WorkflowType::new("wf.counted"), &meta)
+        .step(job("a", &[]).build())
+        .step(job("b", &["a"]).build())
+        .step(job("c", &["a"]).build())
+        .step(job("d", &["b"]).build())
+        .step(WorkflowStepEnqueueBuilder::new_external(StepKey::new("gate")).build())
+        .step(job("e", &["gate"]).build())
+        .build()
+        .unwrap();
+    let run = enqueue_workflow_run(&pool, &run).await.unwrap().id;
+    let status = |pool: PgPool| async move {
+        get_workflow_run(&pool, run, TenantScope::Admin)
+            .await
+            .unwrap()
+            .unwrap()
+            .status
+    };
+    assert_eq!(enqueued_counts(&pool, run).await, (1, 1), "root a");
+
+    let jobs = claim_steps(&pool, "w-count").await;
+    complete_job_success(&pool, &jobs["a"].lease(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        enqueued_counts(&pool, run).await,
+        (2, 2),
+        "a released b and c"
+    );
+
+    let jobs = claim_steps(&pool, "w-count").await;
+    let broken = JobFailure::terminal("wf.broken", "always fails");
+    complete_job_failure(&pool, &jobs["b"].lease(), &broken)
+        .await
+        .unwrap();
+    assert_eq!(
+        enqueued_counts(&pool, run).await,
+        (1, 1),
+        "b failed and d was canceled"
+    );
+    complete_job_success(&pool, &jobs["c"].lease(), None)
+        .await
+        .unwrap();
+    assert_eq!(enqueued_counts(&pool, run).await, (0, 0));
+    assert_eq!(
+        status(pool.clone()).await,
+        WorkflowRunStatus::WaitingForExternal,
+        "only the gate is open"
+    );
+
+    let later = json!({});
+    let append = WorkflowAppend {
+        workflow_run_id: run,
+        organization_id: None,
+        mutation_key: "add-f",
+        steps: vec![
+            WorkflowStepEnqueueBuilder::new(StepKey::new("f"), JobType::new("wf.step"), &later)
+                .build(),
+        ],
+    };
+    append_workflow_steps(&pool, &append).await.unwrap();
+    assert_eq!(enqueued_counts(&pool, run).await, (1, 1), "appended root f");
+    assert_eq!(status(pool.clone()).await, WorkflowRunStatus::Running);
+
+    let approve = completion(run, WorkflowStepStatus::Succeeded, None, None);
+    let approve = CompleteExternalWorkflowStepInput {
+        step_key: StepKey::new("gate"),
+        ..approve
+    };
+    complete_external_workflow_step(&pool, &approve)
+        .await
+        .unwrap();
+    assert_eq!(
+        enqueued_counts(&pool, run).await,
+        (2, 2),
+        "the gate released e"
+    );
+
+    let jobs = claim_steps(&pool, "w-count").await;
+    complete_job_success(&pool, &jobs["f"].lease(), None)
+        .await
+        .unwrap();
+    assert_eq!(enqueued_counts(&pool, run).await, (1, 1));
+    cancel_workflow_run(&pool, run, TenantScope::Admin)
+        .await
+        .unwrap();
+    assert_eq!(enqueued_counts(&pool, run).await, (0, 0), "canceled");
+    assert_eq!(status(pool.clone()).await, WorkflowRunStatus::Canceled);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_completion_batch_reads_only_its_own_steps_and_their_dependents(pool: PgPool) {
+    use runledger_engine::postgres::jobs::{complete_job_success, complete_jobs_success};
+
+    const WIDTH: usize = 40;
+    const BATCH: usize = 20;
+    crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
+    let (meta, payload) = (json!({}), json!({}));
+    let keys: Vec<String> = (0..WIDTH).map(|n| format!("mid-{n:02}")).collect();
+    let mut builder = WorkflowDagBuilder::new("wf.fan", &meta)
+        .job("start", "wf.step", &payload)
+        .unwrap()
+        .job("end", "wf.step", &payload)
+        .unwrap();
+    for key in &keys {
+        builder = builder
+            .job(key, "wf.step", &payload)
+            .unwrap()
+            .after_success(key, ["start"])
+            .unwrap();
+    }
+    let run = builder
+        .after_success("end", keys.iter().map(String::as_str))
+        .unwrap()
+        .build()
+        .unwrap();
+    enqueue_workflow_run(&pool, &run).await.unwrap();
+    let jobs = claim_steps(&pool, "w-reads").await;
+    complete_job_success(&pool, &jobs["start"].lease(), None)
+        .await
+        .unwrap();
+    let jobs = claim_steps(&pool, "w-reads").await;
+    assert_eq!(jobs.len(), WIDTH);
+
+    // Index scans of step rows, counted within one transaction: one per finished step, one for
+    // the dependent they count down, and none of the run's other steps, whatever their number.
+    let batch: Vec<_> = keys[..BATCH].iter().map(|key| jobs[key].clone()).collect();
+    let scans = "SELECT idx_scan + seq_scan FROM pg_stat_xact_user_tables \
+                 WHERE schemaname = 'runledger' AND relname = 'workflow_steps'";
+    let mut tx = pool.begin().await.unwrap();
+    let before: i64 = sqlx::query_scalar(scans).fetch_one(&mut *tx).await.unwrap();
+    let done = complete_jobs_success(&mut *tx, "w-reads", &crate::support::successes_of(&batch))
+        .await
+        .unwrap();
+    let after: i64 = sqlx::query_scalar(scans).fetch_one(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(done.len(), BATCH);
+    assert_eq!(after - before, BATCH as i64 + 1);
+}

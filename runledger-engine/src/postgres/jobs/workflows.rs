@@ -155,7 +155,20 @@ where
     }
 
     let step_ids = insert_steps(&mut tx, run_id, &run.steps, &HashMap::new()).await?;
-    let status = settle_new_steps(&mut tx, run_id, &step_ids).await?;
+    let roots: Vec<Uuid> = run
+        .steps
+        .iter()
+        .zip(&step_ids)
+        .filter(|(step, _)| step.dependencies.is_empty())
+        .map(|(_, id)| *id)
+        .collect();
+    let status = sqlx::query_scalar!(
+        r#"SELECT runledger.workflow_start_run($1, $2) AS "status!: WorkflowRunStatus""#,
+        run_id,
+        &roots,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     tx.commit().await?;
     Ok(EnqueuedWorkflowRun {
         id: WorkflowRunId(run_id),
