@@ -7,8 +7,8 @@ use chrono::Utc;
 use runledger_engine::core::jobs::{JobId, JobStatus};
 use runledger_engine::postgres::ErrorCategory;
 use runledger_engine::postgres::jobs::{
-    JOB_QUEUE_CHANNEL, JobDefinitionUpsert, JobEnqueue, TenantScope, enqueue_job, enqueue_jobs,
-    get_job_by_id, upsert_job_definition,
+    GATED_JOB_CHANNEL, JOB_QUEUE_CHANNEL, JobDefinitionUpsert, JobEnqueue, TenantScope,
+    enqueue_job, enqueue_jobs, get_job_by_id, upsert_job_definition,
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -479,6 +479,50 @@ async fn enqueue_notifies_the_job_queue_channel_with_the_job_type(pool: PgPool) 
     assert_eq!(
         next_notification_payload(&mut listener).await,
         "emails.send"
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_job_holding_a_resource_key_or_under_a_limit_notifies_the_gated_channel(pool: PgPool) {
+    assert_eq!(GATED_JOB_CHANNEL, "runledger_gated_jobs");
+    define(&pool, "printers.print", DefinitionOpts::default()).await;
+    let limited = runledger_engine::core::jobs::JobDefaults::new().global_concurrency(1);
+    upsert_job_definition(
+        &pool,
+        &JobDefinitionUpsert::new("reports.limited").values(limited),
+    )
+    .await
+    .unwrap();
+    let mut listener = PgListener::connect_with(&pool).await.unwrap();
+    listener
+        .listen_all([JOB_QUEUE_CHANNEL, GATED_JOB_CHANNEL])
+        .await
+        .unwrap();
+    let payload = json!({});
+
+    let keyed = JobEnqueue::new("printers.print", &payload).resource_key("printer:lobby");
+    enqueue_job(&pool, &keyed).await.unwrap();
+    insert_job(&pool, "printers.print", payload.clone()).await;
+    insert_job(&pool, "reports.limited", payload.clone()).await;
+
+    let mut received = Vec::new();
+    for _ in 0..3 {
+        let notification = tokio::time::timeout(std::time::Duration::from_secs(5), listener.recv())
+            .await
+            .expect("no notification within 5 seconds")
+            .unwrap();
+        received.push((
+            notification.channel().to_owned(),
+            notification.payload().to_owned(),
+        ));
+    }
+    assert_eq!(
+        received,
+        [
+            (GATED_JOB_CHANNEL.to_owned(), "printers.print".to_owned()),
+            (JOB_QUEUE_CHANNEL.to_owned(), "printers.print".to_owned()),
+            (GATED_JOB_CHANNEL.to_owned(), "reports.limited".to_owned()),
+        ]
     );
 }
 

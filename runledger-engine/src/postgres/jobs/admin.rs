@@ -112,10 +112,11 @@ pub async fn run_waiting_jobs_now<'e>(
             SET next_run_at = now(), updated_at = now()
             WHERE status = 'PENDING' AND next_run_at > now() AND next_run_at <= $1
               AND job_type = ANY($2)
-            RETURNING job_type
+            RETURNING job_type, gated
         ),
         woken AS (
-            SELECT pg_notify('runledger_job_queue', job_type) FROM (SELECT DISTINCT job_type FROM moved) t
+            SELECT pg_notify(runledger.job_wake_channel(gated), job_type)
+            FROM (SELECT DISTINCT job_type, gated FROM moved) t
         )
         SELECT (SELECT count(*) FROM moved) AS "moved!", (SELECT count(*) FROM woken) AS "woken!"
         "#,
@@ -273,7 +274,8 @@ async fn requeue<'e>(
             WHERE q.id = c.id AND c.status IN ('DEAD_LETTERED', 'CANCELED')
               AND c.workflow_run_id IS NULL
               AND ($4::text IS NULL OR (c.status = $4 AND c.run_number = $5))
-            RETURNING q.id, q.attempt, q.job_type, q.run_number, c.status AS previous_status
+            RETURNING q.id, q.attempt, q.job_type, q.gated, q.run_number,
+                      c.status AS previous_status
         ),
         event AS (
             INSERT INTO runledger.job_events (job_id, event_type, attempt, details)
@@ -285,7 +287,8 @@ async fn requeue<'e>(
                c.run_number,
                (c.workflow_run_id IS NOT NULL) AS "in_workflow!",
                (SELECT run_number FROM requeued) AS requeued_run,
-               (SELECT pg_notify('runledger_job_queue', job_type) IS NULL FROM requeued) AS notified
+               (SELECT pg_notify(runledger.job_wake_channel(gated), job_type) IS NULL
+                FROM requeued) AS notified
         FROM current c
         "#,
         job_id.0,

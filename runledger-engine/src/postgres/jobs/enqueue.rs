@@ -319,13 +319,15 @@ pub(crate) async fn enqueue_on(
 /// it found missing, if any, and each type's queue.
 ///
 /// Both enqueue statements wake idle workers themselves: each due row they insert sends a
-/// notification on the job queue channel (one per job type reaches the listeners, at commit).
+/// notification on its channel, the job queue's or the gated jobs' (one per job type and channel
+/// reaches the listeners, at commit).
 ///
 /// The statement's shape is chosen for its plan as much as for its work: PostgreSQL keeps one
-/// generic plan for it. A plain `INSERT ... SELECT`, or the limit rule of
-/// `runledger.job_is_limited` written out instead of called, does less work per execution but
-/// made PostgreSQL plan the statement again at every execution, which cost a single job's
-/// enqueue 0.3 ms more than it saved.
+/// generic plan for it. A plain `INSERT ... SELECT`, or the queue's limit rule of
+/// `runledger.job_gated` written out instead of called, does less work per execution but made
+/// PostgreSQL plan the statement again at every execution, which cost a single job's enqueue
+/// 0.3 ms more than it saved. The type's own limit is read from the definition row the
+/// statement reads anyway.
 async fn enqueue_unkeyed(
     conn: &mut sqlx::PgConnection,
     requests: &[JobEnqueue<'_>],
@@ -337,7 +339,7 @@ async fn enqueue_unkeyed(
         r#"
         WITH definitions AS (
             SELECT job_type, priority, max_attempts, timeout_seconds, queue,
-                   runledger.job_is_limited(job_type, queue) AS gated
+                   runledger.job_gated(global_concurrency IS NOT NULL, queue) AS gated
             FROM runledger.job_definitions
             WHERE job_type = ANY($11::text[]) AND is_enabled
         ),
@@ -368,7 +370,7 @@ async fn enqueue_unkeyed(
             JOIN definitions d ON d.job_type = i.job_type
             WHERE NOT EXISTS (SELECT 1 FROM missing)
             RETURNING CASE WHEN next_run_at <= now()
-                           THEN pg_notify('runledger_job_queue', job_type) IS NULL END AS woke
+                           THEN pg_notify(runledger.job_wake_channel(gated), job_type) IS NULL END AS woke
         )
         SELECT
             (SELECT job_type FROM missing) AS missing_type,
@@ -440,7 +442,7 @@ async fn enqueue_keyed(
             ),
             definitions AS (
                 SELECT job_type, priority, max_attempts, timeout_seconds, queue,
-                       runledger.job_is_limited(job_type, queue) AS gated
+                       runledger.job_gated(global_concurrency IS NOT NULL, queue) AS gated
                 FROM runledger.job_definitions
                 WHERE job_type = ANY($12::text[]) AND is_enabled
             ),
@@ -479,7 +481,7 @@ async fn enqueue_keyed(
                 ) WHERE idempotency_key IS NOT NULL DO NOTHING
                 RETURNING id, queue,
                           CASE WHEN next_run_at <= now()
-                               THEN pg_notify('runledger_job_queue', job_type) IS NULL END AS woke
+                               THEN pg_notify(runledger.job_wake_channel(gated), job_type) IS NULL END AS woke
             )
             SELECT
                 (SELECT level FROM refused) AS refused_level,

@@ -92,5 +92,11 @@ pub use workflows::{
 };
 
 /// The PostgreSQL channel that enqueue notifies (payload: the job type) when claimable jobs
-/// arrive. Workers `LISTEN` on it and keep polling as the correctness fallback.
+/// arrive. Workers `LISTEN` on it and keep polling as the correctness fallback. Jobs under a
+/// global limit or holding a resource key notify [`GATED_JOB_CHANNEL`] instead.
 pub const JOB_QUEUE_CHANNEL: &str = "runledger_job_queue";
+
+/// The channel notified (payload: the job type) when claimable jobs under a global concurrency
+/// limit or holding a resource key arrive; only a worker's loop for such jobs listens to it, so
+/// other jobs never wake that loop.
+pub const GATED_JOB_CHANNEL: &str = "runledger_gated_jobs";

@@ -9,8 +9,9 @@
 //! limits, not the backlog, cut its claims short.
 //!
 //! Each lane (a served queue, or every queue) runs `claim_parallelism` loops for ordinary jobs
-//! and one for jobs under a global limit or holding a resource key, which is also woken when
-//! the outcome of one of its jobs is written (that frees the job's global slot).
+//! and one for jobs under a global limit or holding a resource key, which notifications of
+//! such jobs wake (they have their own channel) and which is also woken when the outcome of one
+//! of its jobs is written (that frees the job's global slot).
 //!
 //! Two bounds gate a claim: free concurrency slots (a slot is held while a handler runs, and
 //! freed when it returns) and room for unpersisted outcomes (held until the completer has

@@ -1,6 +1,7 @@
 //! LISTEN wake-ups: a notification for one of the worker's job types wakes one claim loop of
-//! each lane at once (and the lane's loop for jobs under a global limit); polling remains the
-//! correctness path.
+//! each lane at once; a notification for a gated job (under a global limit or holding a
+//! resource key) wakes each lane's loop for such jobs instead. Polling remains the correctness
+//! path.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -11,17 +12,31 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::Backoff;
-use crate::postgres::jobs::JOB_QUEUE_CHANNEL;
+use crate::postgres::jobs::{GATED_JOB_CHANNEL, JOB_QUEUE_CHANNEL};
+
+/// What the listener wakes: per lane, one of its plain claim loops and its loop for gated jobs.
+pub(super) struct Wakers {
+    pub(super) plain: Vec<Arc<Notify>>,
+    pub(super) gated: Vec<Arc<Notify>>,
+}
+
+impl Wakers {
+    /// Wakes every loop, after a (re)connection: notifications sent meanwhile were lost.
+    fn all(&self) {
+        wake_each(&self.plain);
+        wake_each(&self.gated);
+    }
+}
 
 /// Keeps a LISTEN connection open and turns notifications for our job types into wake-ups:
-/// each of `wake` wakes one waiting loop, or the next loop to wait when none is waiting, so
+/// each notify wakes one waiting loop, or the next loop to wait when none is waiting, so
 /// one job enqueued costs one claim per lane instead of one per claim loop.
 /// Reconnects after connection loss and wakes the worker then, since notifications sent while
 /// disconnected are lost (polling covers them too). Returns when `stop` fires.
 pub(super) async fn listen(
     pool: PgPool,
     job_types: Vec<String>,
-    wake: Vec<Arc<Notify>>,
+    wake: Wakers,
     stop: CancellationToken,
 ) {
     let job_types: HashSet<String> = job_types.into_iter().collect();
@@ -29,7 +44,9 @@ pub(super) async fn listen(
     loop {
         let connected = async {
             let mut listener = PgListener::connect_with(&pool).await?;
-            listener.listen(JOB_QUEUE_CHANNEL).await?;
+            listener
+                .listen_all([JOB_QUEUE_CHANNEL, GATED_JOB_CHANNEL])
+                .await?;
             Ok::<_, sqlx::Error>(listener)
         };
         let mut listener = tokio::select! {
@@ -46,17 +63,21 @@ pub(super) async fn listen(
             () = stop.cancelled() => return,
         };
         backoff.reset();
-        wake_all(&wake);
+        wake.all();
         loop {
             tokio::select! {
                 received = listener.try_recv() => match received {
                     Ok(Some(notification)) => {
                         if job_types.contains(notification.payload()) {
-                            wake_all(&wake);
+                            if notification.channel() == GATED_JOB_CHANNEL {
+                                wake_each(&wake.gated);
+                            } else {
+                                wake_each(&wake.plain);
+                            }
                         }
                     }
                     // Connection lost: the next call reconnects; catch up on what was missed.
-                    Ok(None) => wake_all(&wake),
+                    Ok(None) => wake.all(),
                     Err(err) => {
                         tracing::warn!(error = %err, "LISTEN connection broke; reconnecting");
                         break;
@@ -69,7 +90,7 @@ pub(super) async fn listen(
 }
 
 /// Wakes one loop through each of `wake`.
-fn wake_all(wake: &[Arc<Notify>]) {
+fn wake_each(wake: &[Arc<Notify>]) {
     for notify in wake {
         notify.notify_one();
     }

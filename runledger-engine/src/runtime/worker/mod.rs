@@ -417,10 +417,16 @@ impl Worker {
             .into_iter()
             .map(|lane| (lane, Arc::new(Notify::new()), Arc::new(Notify::new())))
             .collect();
-        let wake = lanes
-            .iter()
-            .flat_map(|(_, plain, limited)| [Arc::clone(plain), Arc::clone(limited)])
-            .collect();
+        let wake = listener::Wakers {
+            plain: lanes
+                .iter()
+                .map(|(_, plain, _)| Arc::clone(plain))
+                .collect(),
+            gated: lanes
+                .iter()
+                .map(|(_, _, limited)| Arc::clone(limited))
+                .collect(),
+        };
         let (finished_tx, finished_rx) = mpsc::unbounded_channel::<Finished>();
         tasks.spawn(
             listener::listen(

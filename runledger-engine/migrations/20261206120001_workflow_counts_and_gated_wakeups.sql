@@ -1,4 +1,4 @@
--- Less work per step on a workflow's path.
+-- Less work per step on a workflow's path, and one claim less per job woken.
 --
 -- * A run counts its enqueued steps (`workflow_runs.enqueued_steps`: job steps whose job has
 --   not finished). The job insert of a release adds to it, the finish of a job step takes from
@@ -11,6 +11,11 @@
 -- * A new run releases its roots directly: none of its steps can have a finished prerequisite.
 -- * The edges lose their index by run. Deleting a run's edges goes through its steps.
 -- * `runledger.uuidv7()` reads the clock as a float instead of a numeric.
+-- * Jobs under a global limit or holding a resource key (`gated`) wake workers on their own
+--   channel, `runledger_gated_jobs`; other jobs keep `runledger_job_queue`. A worker's loop for
+--   gated jobs listens to the first only, so a plain job no longer costs every listening worker
+--   an empty claim of that loop beside the claim that leases it. Workers that predate the
+--   channel find gated jobs by polling.
 
 ALTER TABLE runledger.workflow_runs ADD COLUMN enqueued_steps integer NOT NULL DEFAULT 0;
 
@@ -63,6 +68,14 @@ BEGIN
 END;
 $$;
 
+-- The channel that wakes workers for a job: gated jobs (under a global limit or holding a
+-- resource key) have their own, listened to only by the workers' loops for such jobs.
+CREATE FUNCTION runledger.job_wake_channel(p_gated boolean) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN p_gated THEN 'runledger_gated_jobs' ELSE 'runledger_job_queue' END
+$$;
+
 -- Inserts the jobs of job steps that were just marked ENQUEUED with their job's id, counts
 -- them on their runs (whose rows the caller holds) and wakes the workers of their types. The
 -- one place where a step becomes a job row.
@@ -71,6 +84,7 @@ LANGUAGE plpgsql
 AS $$
 DECLARE
     v_types text[];
+    v_gated_types text[];
 BEGIN
     IF p_steps IS NULL OR cardinality(p_steps) = 0 THEN
         RETURN;
@@ -85,7 +99,7 @@ BEGIN
     -- Whether a type's jobs are under a global limit is decided once per type.
     definitions AS MATERIALIZED (
         SELECT d.job_type, d.priority, d.max_attempts, d.timeout_seconds, d.queue,
-               runledger.job_is_limited(d.job_type, d.queue) AS limited
+               runledger.job_gated(d.global_concurrency IS NOT NULL, d.queue) AS limited
         FROM runledger.job_definitions d
         WHERE d.job_type IN (SELECT job_type FROM steps)
     ),
@@ -104,7 +118,7 @@ BEGIN
         FROM steps s
         JOIN runledger.workflow_runs w ON w.id = s.workflow_run_id
         JOIN definitions d ON d.job_type = s.job_type
-        RETURNING job_type, workflow_run_id
+        RETURNING job_type, workflow_run_id, gated
     ),
     counted AS (
         UPDATE runledger.workflow_runs w
@@ -112,10 +126,16 @@ BEGIN
         FROM (SELECT workflow_run_id, count(*)::int AS n FROM jobs GROUP BY workflow_run_id) c
         WHERE w.id = c.workflow_run_id
     )
-    SELECT array_agg(DISTINCT job_type) INTO v_types FROM jobs;
+    SELECT array_agg(DISTINCT job_type) FILTER (WHERE NOT gated),
+           array_agg(DISTINCT job_type) FILTER (WHERE gated)
+    INTO v_types, v_gated_types
+    FROM jobs;
 
     -- A released step's job is due at once.
-    PERFORM pg_notify('runledger_job_queue', t.job_type) FROM unnest(v_types) AS t(job_type);
+    PERFORM pg_notify(runledger.job_wake_channel(false), t.job_type)
+    FROM unnest(v_types) AS t(job_type);
+    PERFORM pg_notify(runledger.job_wake_channel(true), t.job_type)
+    FROM unnest(v_gated_types) AS t(job_type);
 END;
 $$;
 
@@ -452,5 +472,74 @@ BEGIN
 
     PERFORM pg_notify('runledger_workflow_runs', p_run::text);
     RETURN v_previous;
+END;
+$$;
+
+-- A continuation due at once wakes the workers of its job's channel.
+CREATE OR REPLACE FUNCTION runledger.continue_jobs(
+    p_worker_id text, p_ids uuid[], p_attempts integer[], p_delays double precision[],
+    p_checkpoints jsonb[], p_progress jsonb[]
+) RETURNS TABLE (id uuid, allowed boolean, run_number integer, next_run_at timestamptz)
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH current AS (
+        SELECT q.id, c.delay_secs, c.checkpoint, c.progress,
+               (q.workflow_step_id IS NULL OR coalesce(s.continuation_allowed, false)) AS allowed
+        FROM unnest(p_ids, p_attempts, p_delays, p_checkpoints, p_progress)
+             AS c(id, attempt, delay_secs, checkpoint, progress)
+        JOIN runledger.job_queue q ON q.id = c.id
+        LEFT JOIN runledger.workflow_steps s ON s.id = q.workflow_step_id
+        WHERE q.attempt = c.attempt AND q.worker_id = p_worker_id
+          AND q.leased_at IS NOT NULL AND q.lease_expires_at > now()
+        ORDER BY q.id
+        FOR UPDATE OF q
+    ),
+    continued AS (
+        UPDATE runledger.job_queue q
+        SET status = 'PENDING',
+            next_run_at = now() + make_interval(secs => c.delay_secs),
+            attempt_floor = q.attempt,
+            run_number = q.run_number + 1,
+            checkpoint = coalesce(c.checkpoint, q.checkpoint),
+            progress = coalesce(c.progress, q.progress),
+            worker_id = NULL,
+            lease_expires_at = NULL,
+            updated_at = now()
+        FROM current c
+        WHERE q.id = c.id AND c.allowed
+        RETURNING q.id, q.job_type, q.gated, q.attempt, q.leased_at, q.started_at,
+                  q.run_number, q.next_run_at
+    ),
+    attempt_row AS (
+        INSERT INTO runledger.job_attempts (job_id, attempt, worker_id, outcome, leased_at, started_at)
+        SELECT n.id, n.attempt, p_worker_id, 'SUCCEEDED', n.leased_at, coalesce(n.started_at, n.leased_at)
+        FROM continued n
+    ),
+    event AS (
+        INSERT INTO runledger.job_events (job_id, event_type, attempt, worker_id, details)
+        SELECT n.id, 'CONTINUED', n.attempt, p_worker_id,
+               jsonb_build_object('run_number', n.run_number, 'next_run_at', n.next_run_at)
+        FROM continued n
+    ),
+    notified AS (
+        SELECT pg_notify(runledger.job_wake_channel(t.gated), t.job_type)
+        FROM (
+            SELECT DISTINCT n.job_type, n.gated FROM continued n WHERE n.next_run_at <= now()
+        ) t
+    )
+    SELECT c.id, c.allowed, n.run_number, n.next_run_at
+    FROM current c
+    LEFT JOIN continued n ON n.id = c.id
+    -- Read so that the notifications are sent: a CTE nothing reads is not run.
+    WHERE (SELECT count(*) FROM notified) >= 0;
 END;
 $$;
