@@ -1026,33 +1026,46 @@ async fn a_step_reads_running_while_its_job_is_leased_and_its_claim_writes_no_st
     assert_eq!(stored().await, "SUCCEEDED");
 }
 
+/// The keys of `width` middle steps, in the order of their keys.
+fn middle_keys(width: usize) -> Vec<String> {
+    (0..width).map(|n| format!("mid-{n:03}")).collect()
+}
+
+/// A `start -> one step per key -> end` run of `wf.step` jobs with empty payloads.
+fn fan_out_run<'a>(
+    meta: &'a Value,
+    keys: &'a [String],
+) -> runledger_engine::core::jobs::WorkflowRunEnqueue<'a> {
+    let mut builder = WorkflowDagBuilder::new("wf.fan", meta)
+        .job("start", "wf.step", meta)
+        .unwrap()
+        .job("end", "wf.step", meta)
+        .unwrap();
+    for key in keys {
+        builder = builder
+            .job(key, "wf.step", meta)
+            .unwrap()
+            .after_success(key, ["start"])
+            .unwrap();
+    }
+    builder
+        .after_success("end", keys.iter().map(String::as_str))
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn a_fan_out_release_writes_each_released_step_once_and_gives_it_its_job(pool: PgPool) {
     use runledger_engine::postgres::jobs::{ClaimRequest, claim_jobs, complete_job_success};
 
     const WIDTH: usize = 20;
     crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
-    let meta = json!({});
-    let payload = json!({});
-    let keys: Vec<String> = (0..WIDTH).map(|n| format!("mid-{n}")).collect();
-    let mut builder = WorkflowDagBuilder::new("wf.fan", &meta)
-        .job("start", "wf.step", &payload)
+    let (meta, keys) = (json!({}), middle_keys(WIDTH));
+    let run_id = enqueue_workflow_run(&pool, &fan_out_run(&meta, &keys))
+        .await
         .unwrap()
-        .job("end", "wf.step", &payload)
-        .unwrap();
-    for key in &keys {
-        builder = builder
-            .job(key, "wf.step", &payload)
-            .unwrap()
-            .after_success(key, ["start"])
-            .unwrap();
-    }
-    let run = builder
-        .after_success("end", keys.iter().map(String::as_str))
-        .unwrap()
-        .build()
-        .unwrap();
-    let run_id = enqueue_workflow_run(&pool, &run).await.unwrap().id;
+        .id;
     let start = claim_jobs(
         &pool,
         &ClaimRequest::new("w-fan", 10, Duration::from_secs(60)),
@@ -1248,26 +1261,10 @@ async fn a_completion_batch_reads_only_its_own_steps_and_their_dependents(pool: 
     const WIDTH: usize = 40;
     const BATCH: usize = 20;
     crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
-    let (meta, payload) = (json!({}), json!({}));
-    let keys: Vec<String> = (0..WIDTH).map(|n| format!("mid-{n:02}")).collect();
-    let mut builder = WorkflowDagBuilder::new("wf.fan", &meta)
-        .job("start", "wf.step", &payload)
-        .unwrap()
-        .job("end", "wf.step", &payload)
+    let (meta, keys) = (json!({}), middle_keys(WIDTH));
+    enqueue_workflow_run(&pool, &fan_out_run(&meta, &keys))
+        .await
         .unwrap();
-    for key in &keys {
-        builder = builder
-            .job(key, "wf.step", &payload)
-            .unwrap()
-            .after_success(key, ["start"])
-            .unwrap();
-    }
-    let run = builder
-        .after_success("end", keys.iter().map(String::as_str))
-        .unwrap()
-        .build()
-        .unwrap();
-    enqueue_workflow_run(&pool, &run).await.unwrap();
     let jobs = claim_steps(&pool, "w-reads").await;
     complete_job_success(&pool, &jobs["start"].lease(), None)
         .await
