@@ -1,10 +1,5 @@
 -- Less work per step on a workflow's path, and one claim less per job woken.
 --
--- * A run counts its enqueued steps (`workflow_runs.enqueued_steps`: job steps whose job has
---   not finished). The job insert of a release adds to it, the finish of a job step takes from
---   it, both under the run's lock, so a completion batch knows the run is still running without
---   reading its other steps; only when the count reaches zero does the run's status come from
---   a read of its steps, which then also counts an enqueued step the count missed.
 -- * The countdown reads each finished step's dependents once, grouped by dependent, instead of
 --   collecting the dependents first and then looking up each one's finished prerequisites.
 --   The finished steps that failed are known to the caller, which passes them.
@@ -16,18 +11,6 @@
 --   gated jobs listens to the first only, so a plain job no longer costs every listening worker
 --   an empty claim of that loop beside the claim that leases it. Workers that predate the
 --   channel find gated jobs by polling.
-
-ALTER TABLE runledger.workflow_runs ADD COLUMN enqueued_steps integer NOT NULL DEFAULT 0;
-
-UPDATE runledger.workflow_runs w
-SET enqueued_steps = c.n
-FROM (
-    SELECT workflow_run_id, count(*)::int AS n
-    FROM runledger.workflow_steps
-    WHERE status = 'ENQUEUED'
-    GROUP BY workflow_run_id
-) c
-WHERE w.id = c.workflow_run_id;
 
 CREATE OR REPLACE FUNCTION runledger.uuidv7() RETURNS uuid
 LANGUAGE sql PARALLEL SAFE
@@ -76,9 +59,9 @@ AS $$
     SELECT CASE WHEN p_gated THEN 'runledger_gated_jobs' ELSE 'runledger_job_queue' END
 $$;
 
--- Inserts the jobs of job steps that were just marked ENQUEUED with their job's id, counts
--- them on their runs (whose rows the caller holds) and wakes the workers of their types. The
--- one place where a step becomes a job row.
+-- Inserts the jobs of job steps that were just marked ENQUEUED with their job's id and wakes
+-- the workers of their types, on the channel of each job. The one place where a step becomes a
+-- job row.
 CREATE OR REPLACE FUNCTION runledger.workflow_insert_step_jobs(p_steps uuid[]) RETURNS void
 LANGUAGE plpgsql
 AS $$
@@ -118,13 +101,7 @@ BEGIN
         FROM steps s
         JOIN runledger.workflow_runs w ON w.id = s.workflow_run_id
         JOIN definitions d ON d.job_type = s.job_type
-        RETURNING job_type, workflow_run_id, gated
-    ),
-    counted AS (
-        UPDATE runledger.workflow_runs w
-        SET enqueued_steps = w.enqueued_steps + c.n
-        FROM (SELECT workflow_run_id, count(*)::int AS n FROM jobs GROUP BY workflow_run_id) c
-        WHERE w.id = c.workflow_run_id
+        RETURNING job_type, gated
     )
     SELECT array_agg(DISTINCT job_type) FILTER (WHERE NOT gated),
            array_agg(DISTINCT job_type) FILTER (WHERE gated)
@@ -213,57 +190,6 @@ BEGIN
 END;
 $$;
 
--- Recomputes a run's status; copies the result step's output when it succeeds and notifies
--- result waiters when it becomes terminal. A canceled run stays canceled. While the run counts
--- enqueued steps it is running; otherwise its steps are read.
-CREATE OR REPLACE FUNCTION runledger.workflow_refresh_run(p_run uuid) RETURNS text
-LANGUAGE plpgsql
-AS $$
-DECLARE
-    v_active boolean;
-    v_waiting boolean := false;
-    v_blocked boolean := false;
-    v_failed boolean := false;
-    v_status text;
-BEGIN
-    v_active := coalesce(
-        (SELECT enqueued_steps > 0 FROM runledger.workflow_runs WHERE id = p_run), false
-    );
-    IF NOT v_active THEN
-        SELECT coalesce(bool_or(status IN ('ENQUEUED', 'RUNNING')), false),
-               coalesce(bool_or(status = 'WAITING_FOR_EXTERNAL'), false),
-               coalesce(bool_or(status = 'BLOCKED'), false),
-               coalesce(bool_or(status IN ('FAILED', 'CANCELED')), false)
-        INTO v_active, v_waiting, v_blocked, v_failed
-        FROM runledger.workflow_steps
-        WHERE workflow_run_id = p_run;
-    END IF;
-
-    v_status := CASE
-        WHEN v_active THEN 'RUNNING'
-        WHEN v_waiting THEN 'WAITING_FOR_EXTERNAL'
-        WHEN v_blocked THEN 'RUNNING'
-        WHEN v_failed THEN 'COMPLETED_WITH_ERRORS'
-        ELSE 'SUCCEEDED'
-    END;
-
-    UPDATE runledger.workflow_runs w
-    SET status = v_status,
-        result = CASE WHEN v_status = 'SUCCEEDED' AND w.result_step_key IS NOT NULL THEN (
-                     SELECT s.output FROM runledger.workflow_steps s
-                     WHERE s.workflow_run_id = p_run AND s.step_key = w.result_step_key
-                 ) END,
-        finished_at = CASE WHEN v_status IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS') THEN now() END,
-        updated_at = now()
-    WHERE w.id = p_run AND w.status <> 'CANCELED' AND w.status <> v_status;
-
-    IF FOUND AND v_status IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS') THEN
-        PERFORM pg_notify('runledger_workflow_runs', p_run::text);
-    END IF;
-    RETURN v_status;
-END;
-$$;
-
 -- Marks steps terminal (those that are not already) and drives their runs forward; steps of a
 -- canceled run are recorded but release nothing. Returns the steps it finished.
 CREATE OR REPLACE FUNCTION runledger.workflow_finish_steps(
@@ -280,7 +206,6 @@ DECLARE
     v_finished uuid[];
     v_failed uuid[];
     v_runs uuid[];
-    v_job_runs uuid[];
     v_live uuid[];
     v_live_runs uuid[];
     v_run uuid;
@@ -305,14 +230,12 @@ BEGIN
             updated_at = now()
         FROM input i
         WHERE s.id = i.step_id AND s.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')
-        RETURNING s.id, s.workflow_run_id, s.step_kind, s.status
+        RETURNING s.id, s.workflow_run_id, s.status
     )
     SELECT array_agg(id),
            array_agg(id) FILTER (WHERE status <> 'SUCCEEDED'),
-           array_agg(DISTINCT workflow_run_id),
-           -- A job step is finished by its job's end, so it was enqueued until now.
-           array_agg(workflow_run_id) FILTER (WHERE step_kind = 'JOB')
-    INTO v_finished, v_failed, v_runs, v_job_runs
+           array_agg(DISTINCT workflow_run_id)
+    INTO v_finished, v_failed, v_runs
     FROM finished;
     IF v_finished IS NULL THEN
         RETURN '{}';
@@ -321,15 +244,6 @@ BEGIN
     -- From here on the runs' other steps are read: under their rows' locks, taken in id order,
     -- so batches of one run, appends and cancellations see each other's committed work.
     PERFORM 1 FROM runledger.workflow_runs WHERE id = ANY(v_runs) ORDER BY id FOR UPDATE;
-
-    IF v_job_runs IS NOT NULL THEN
-        UPDATE runledger.workflow_runs w
-        SET enqueued_steps = greatest(w.enqueued_steps - c.n, 0)
-        FROM (
-            SELECT r.id, count(*)::int AS n FROM unnest(v_job_runs) AS r(id) GROUP BY r.id
-        ) c
-        WHERE w.id = c.id AND w.status <> 'CANCELED';
-    END IF;
 
     -- After a cancellation nothing is released.
     SELECT array_agg(w.id) INTO v_live_runs
@@ -399,79 +313,6 @@ AS $$
 BEGIN
     PERFORM runledger.workflow_release_steps(p_roots);
     RETURN runledger.workflow_refresh_run(p_run);
-END;
-$$;
-
--- A canceled run has no enqueued steps left.
-CREATE OR REPLACE FUNCTION runledger.workflow_cancel_run(p_run uuid, p_reason text) RETURNS text
-LANGUAGE plpgsql
-AS $$
-DECLARE
-    v_previous text;
-    v_try int := 0;
-BEGIN
-    LOOP
-        v_try := v_try + 1;
-        IF v_try > 2000 THEN
-            PERFORM 1
-            FROM runledger.job_queue
-            WHERE workflow_run_id = p_run AND status IN ('PENDING', 'LEASED')
-            ORDER BY id
-            FOR UPDATE;
-            EXIT;
-        END IF;
-        BEGIN
-            PERFORM 1
-            FROM runledger.job_queue
-            WHERE workflow_run_id = p_run AND status IN ('PENDING', 'LEASED')
-            ORDER BY id
-            FOR UPDATE NOWAIT;
-            EXIT;
-        EXCEPTION WHEN lock_not_available THEN
-            PERFORM pg_sleep(0.001);
-        END;
-    END LOOP;
-    PERFORM pg_advisory_xact_lock(runledger.workflow_release_lock_key(p_run));
-    SELECT status INTO v_previous FROM runledger.workflow_runs WHERE id = p_run FOR UPDATE;
-    IF v_previous IS NULL OR v_previous IN ('SUCCEEDED', 'COMPLETED_WITH_ERRORS', 'CANCELED') THEN
-        RETURN v_previous;
-    END IF;
-
-    UPDATE runledger.workflow_runs
-    SET status = 'CANCELED', status_reason = p_reason, finished_at = now(), updated_at = now(),
-        enqueued_steps = 0
-    WHERE id = p_run;
-
-    UPDATE runledger.workflow_steps
-    SET status = 'CANCELED', status_reason = 'workflow.run_canceled', finished_at = now(),
-        updated_at = now()
-    WHERE workflow_run_id = p_run AND status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED');
-
-    WITH canceled AS (
-        UPDATE runledger.job_queue q
-        SET status = 'CANCELED', worker_id = NULL, lease_expires_at = NULL, finished_at = now(),
-            updated_at = now()
-        FROM (
-            SELECT id, status AS previous_status, worker_id AS previous_worker_id
-            FROM runledger.job_queue
-            WHERE workflow_run_id = p_run AND status IN ('PENDING', 'LEASED')
-        ) c
-        WHERE q.id = c.id
-        RETURNING q.id, q.attempt, q.leased_at, q.started_at, c.previous_status, c.previous_worker_id
-    ),
-    attempt_rows AS (
-        INSERT INTO runledger.job_attempts (job_id, attempt, worker_id, outcome, leased_at, started_at)
-        SELECT id, attempt, previous_worker_id, 'CANCELED', leased_at, started_at
-        FROM canceled
-        WHERE previous_status = 'LEASED'
-    )
-    INSERT INTO runledger.job_events (job_id, event_type, attempt, details)
-    SELECT id, 'CANCELED', attempt,
-           jsonb_build_object('previous_status', previous_status, 'reason', 'workflow.run_canceled')
-    FROM canceled;
-
-    PERFORM pg_notify('runledger_workflow_runs', p_run::text);
-    RETURN v_previous;
 END;
 $$;
 
