@@ -1,6 +1,8 @@
-//! The queue depth sampler: every few seconds, one statement counts the unfinished jobs by
-//! type and state and sets the [`QUEUE_DEPTH`] gauge. The workers' hot path never counts
-//! anything in the database; this loop is the only place the gauge is fed from.
+//! The queue depth sampler: every few seconds it sets the [`QUEUE_DEPTH`] gauge from the count
+//! of unfinished jobs by type, queue and state that the worker processes of a database share
+//! (see [`sample_queue_depths`]): the database counts them once per interval however many
+//! processes sample. The workers' hot path never counts anything in the database; this loop is
+//! the only place the gauge is fed from.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -10,7 +12,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::metrics::{LABEL_STATE, QUEUE_DEPTH, job_labels};
-use crate::postgres::jobs::{QueueDepth, get_queue_depths};
+use crate::postgres::jobs::{QueueDepth, sample_queue_depths};
 use crate::runtime::config::{JobsConfig, JobsConfigError, MIN_LOOP_INTERVAL};
 use crate::runtime::error::RuntimeLoopExit;
 
@@ -63,9 +65,10 @@ impl QueueDepthSampler {
         })
     }
 
-    /// Takes one sample, sets the gauges and returns it.
+    /// Takes one sample, sets the gauges and returns it. The sample is the count another
+    /// process (or this one) stored within the last interval, if there is one.
     pub async fn run_once(&self) -> Result<Vec<QueueDepth>, crate::postgres::Error> {
-        let depths = get_queue_depths(&self.pool).await?;
+        let depths = sample_queue_depths(&self.pool, self.config.interval).await?;
         let mut reported = self
             .reported
             .lock()

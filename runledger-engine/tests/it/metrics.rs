@@ -285,9 +285,77 @@ async fn the_queue_depth_gauge_counts_ready_scheduled_and_running_jobs_and_retur
         .execute(&pool)
         .await
         .unwrap();
+    age_queue_depth_sample(&pool).await;
     assert!(sampler.run_once().await.unwrap().is_empty());
     assert_eq!(
         (depth("ready"), depth("scheduled"), depth("running")),
         (Some(0.0), Some(0.0), Some(0.0))
     );
+}
+
+/// Makes the stored queue depth count an hour old, as if the sampling interval had passed.
+async fn age_queue_depth_sample(pool: &PgPool) {
+    sqlx::query(
+        "UPDATE runledger.queue_depth_sample SET sampled_at = sampled_at - interval '1 hour'",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn worker_processes_share_one_queue_depth_count_per_interval(pool: PgPool) {
+    use runledger_engine::postgres::jobs::get_queue_depths;
+
+    define(&pool, "metrics.shared_depth", DefinitionOpts::default()).await;
+    insert_job(&pool, "metrics.shared_depth", json!({})).await;
+    let config = QueueDepthConfig::from_jobs_config(&fast_config("w-shared-depth"));
+    // Two samplers on their own pools: two worker processes of one database.
+    let first = QueueDepthSampler::new(pool.clone(), config.clone()).unwrap();
+    let other_pool = PgPool::connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    let second = QueueDepthSampler::new(other_pool, config).unwrap();
+    let ready = |sample: &[runledger_engine::postgres::jobs::QueueDepth]| {
+        sample.iter().map(|depth| depth.ready).sum::<i64>()
+    };
+
+    assert_eq!(ready(&first.run_once().await.unwrap()), 1);
+    insert_job(&pool, "metrics.shared_depth", json!({})).await;
+    // Within the interval the second process reads the first one's count instead of counting.
+    assert_eq!(ready(&second.run_once().await.unwrap()), 1);
+    assert_eq!(ready(&get_queue_depths(&pool).await.unwrap()), 2);
+
+    // Once the count is older than the interval, whichever process samples next counts again.
+    age_queue_depth_sample(&pool).await;
+    assert_eq!(ready(&second.run_once().await.unwrap()), 2);
+    assert_eq!(ready(&first.run_once().await.unwrap()), 2);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_process_sampling_while_another_counts_reads_the_stored_count_without_waiting(
+    pool: PgPool,
+) {
+    define(&pool, "metrics.counting_depth", DefinitionOpts::default()).await;
+    insert_job(&pool, "metrics.counting_depth", json!({})).await;
+    let config = QueueDepthConfig::from_jobs_config(&fast_config("w-counting-depth"));
+    let sampler = QueueDepthSampler::new(pool.clone(), config).unwrap();
+    assert_eq!(sampler.run_once().await.unwrap()[0].ready, 1);
+    insert_job(&pool, "metrics.counting_depth", json!({})).await;
+    age_queue_depth_sample(&pool).await;
+
+    // Another process is counting: it holds the sample's lock in its open transaction.
+    let mut counting = pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('runledger.queue_depth', 0))")
+        .execute(&mut *counting)
+        .await
+        .unwrap();
+    let sample = tokio::time::timeout(std::time::Duration::from_secs(5), sampler.run_once())
+        .await
+        .expect("the sample does not wait for the process that counts")
+        .unwrap();
+    assert_eq!(sample[0].ready, 1, "the stored count, not a second count");
+    counting.rollback().await.unwrap();
+
+    assert_eq!(sampler.run_once().await.unwrap()[0].ready, 2);
 }

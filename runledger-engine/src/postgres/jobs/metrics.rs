@@ -1,5 +1,7 @@
 //! Per-type queue metrics for dashboards (`runledger.job_metrics_rollup`).
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
@@ -76,7 +78,8 @@ pub async fn get_job_metrics<'e>(
     Ok(rows)
 }
 
-/// Unfinished jobs of one type, by state: what [`get_queue_depths`] returns.
+/// Unfinished jobs of one type, by state: what [`get_queue_depths`] and [`sample_queue_depths`]
+/// return.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QueueDepth {
@@ -92,9 +95,9 @@ pub struct QueueDepth {
     pub running: i64,
 }
 
-/// Counts unfinished jobs by type, queue and state, for the queue depth gauge: one statement that
-/// reads the claim index and the lease index only, so its cost grows with the backlog, never
-/// with the finished history. A type and queue with no unfinished job are absent.
+/// Counts unfinished jobs by type, queue and state now: one statement that reads the pending
+/// and the leased jobs only, so its cost grows with the backlog, never with the finished
+/// history. A type and queue with no unfinished job are absent.
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
@@ -107,26 +110,44 @@ pub async fn get_queue_depths<'e>(executor: impl PgExecutor<'e>) -> Result<Vec<Q
     let rows = sqlx::query_as!(
         QueueDepth,
         r#"
-        WITH counted AS (
-            SELECT job_type, queue,
-                   count(*) FILTER (WHERE next_run_at <= now()) AS ready,
-                   count(*) FILTER (WHERE next_run_at > now()) AS scheduled,
-                   0::bigint AS running
-            FROM runledger.job_queue
-            WHERE status = 'PENDING'
-            GROUP BY job_type, queue
-            UNION ALL
-            SELECT job_type, queue, 0, 0, count(*)
-            FROM runledger.job_queue
-            WHERE status = 'LEASED'
-            GROUP BY job_type, queue
-        )
-        SELECT job_type AS "job_type!", queue AS "queue!", sum(ready)::bigint AS "ready!",
-               sum(scheduled)::bigint AS "scheduled!", sum(running)::bigint AS "running!"
-        FROM counted
-        GROUP BY job_type, queue
-        ORDER BY job_type, queue
+        SELECT job_type AS "job_type!", queue AS "queue!", ready AS "ready!",
+               scheduled AS "scheduled!", running AS "running!"
+        FROM runledger.count_queue_depths()
         "#,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// The queue depth as every worker process of the database shares it: the count stored by the
+/// last sample when it is younger than `max_age`, else a new count, stored for the others. What
+/// the Supervisors' queue depth samplers read, so that the database counts the backlog once per
+/// interval, not once per process. While one caller counts, the others get the stored count (on
+/// the first sample of a database, an empty one).
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
+/// use std::time::Duration;
+///
+/// let depths = runledger_engine::postgres::jobs::sample_queue_depths(&pool, Duration::from_secs(5))
+///     .await?;
+/// let ready: i64 = depths.iter().map(|depth| depth.ready).sum();
+/// println!("{ready} jobs due");
+/// # Ok(()) }
+/// ```
+pub async fn sample_queue_depths<'e>(
+    executor: impl PgExecutor<'e>,
+    max_age: Duration,
+) -> Result<Vec<QueueDepth>> {
+    let rows = sqlx::query_as!(
+        QueueDepth,
+        r#"
+        SELECT job_type AS "job_type!", queue AS "queue!", ready AS "ready!",
+               scheduled AS "scheduled!", running AS "running!"
+        FROM runledger.sample_queue_depths($1)
+        "#,
+        max_age.as_secs_f64(),
     )
     .fetch_all(executor)
     .await?;

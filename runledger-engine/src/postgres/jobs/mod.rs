@@ -58,7 +58,7 @@ pub use reads::{
 
 pub use detail::{JOB_DETAIL_LOG_LINES, JobDetail, get_job_detail};
 pub use logs::{JobLogListFilter, JobLogRecord, append_job_logs, list_job_logs};
-pub use metrics::{JobMetrics, QueueDepth, get_job_metrics, get_queue_depths};
+pub use metrics::{JobMetrics, QueueDepth, get_job_metrics, get_queue_depths, sample_queue_depths};
 pub use payload_edit::{
     JobPayloadUpdateRejection, JobPayloadUuidArrayFieldUpdate, update_job_payload_uuid_array_field,
 };
