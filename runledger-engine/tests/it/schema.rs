@@ -9,7 +9,7 @@ use runledger_engine::postgres::{
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-const TABLES: [&str; 15] = [
+const TABLES: [&str; 16] = [
     "job_attempts",
     "job_dead_letters",
     "job_definitions",
@@ -21,6 +21,7 @@ const TABLES: [&str; 15] = [
     "job_replays",
     "job_runtime_configs",
     "job_schedules",
+    "queue_depth_sample",
     "workflow_run_mutations",
     "workflow_runs",
     "workflow_step_dependencies",
