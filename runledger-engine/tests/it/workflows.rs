@@ -1293,3 +1293,95 @@ async fn a_completion_batch_reads_each_of_its_steps_once(pool: PgPool) {
     assert_eq!(done.len(), BATCH);
     assert_eq!(after - before, BATCH as i64 + 2);
 }
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn each_step_keeps_its_own_settings_beside_steps_that_set_none(pool: PgPool) {
+    use runledger_engine::core::jobs::{
+        JobType, WorkflowRunEnqueueBuilder, WorkflowStepEnqueueBuilder, WorkflowType,
+    };
+
+    crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
+    let (empty, payload, tagged) = (json!({}), json!({"n": 1}), json!({"team": "search"}));
+    let organization = uuid::Uuid::now_v7();
+    let plain = |key: &'static str| {
+        WorkflowStepEnqueueBuilder::new(StepKey::new(key), JobType::new("wf.step"), &payload)
+    };
+    let run = WorkflowRunEnqueueBuilder::new(WorkflowType::new("wf.settings"), &empty)
+        .organization_id(organization)
+        .step(plain("bare").build())
+        .step(
+            plain("set")
+                .priority(7)
+                .max_attempts(4)
+                .timeout_seconds(90)
+                .stage("crawling")
+                .organization_id(organization)
+                .metadata(&tagged)
+                .allow_continuation()
+                .resource_key("index")
+                .depends_on_success(StepKey::new("bare"))
+                .build(),
+        )
+        .step(
+            plain("after")
+                .depends_on_success(StepKey::new("set"))
+                .build(),
+        )
+        .build()
+        .unwrap();
+    let run_id = enqueue_workflow_run(&pool, &run).await.unwrap().id;
+
+    type Settings = (
+        Option<i32>,
+        Option<i32>,
+        Option<i32>,
+        Option<String>,
+        Option<uuid::Uuid>,
+        Value,
+        bool,
+        Option<String>,
+        Value,
+    );
+    let settings = |key: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_as::<_, Settings>(
+                "SELECT priority, max_attempts, timeout_seconds, stage, organization_id, metadata,
+                        continuation_allowed, resource_key, payload
+                 FROM runledger.workflow_steps WHERE workflow_run_id = $1 AND step_key = $2",
+            )
+            .bind(run_id.0)
+            .bind(key)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let unset = (
+        None,
+        None,
+        None,
+        None,
+        None,
+        json!({}),
+        false,
+        None,
+        payload.clone(),
+    );
+    assert_eq!(settings("bare").await, unset);
+    assert_eq!(settings("after").await, unset);
+    assert_eq!(
+        settings("set").await,
+        (
+            Some(7),
+            Some(4),
+            Some(90),
+            Some("crawling".to_owned()),
+            Some(organization),
+            tagged.clone(),
+            true,
+            Some("index".to_owned()),
+            payload.clone(),
+        )
+    );
+}

@@ -653,7 +653,7 @@ struct Columns<'a> {
 }
 
 /// The values, or `None` when every one is `None`.
-fn unless_all_unset<T>(values: Vec<Option<T>>) -> Option<Vec<Option<T>>> {
+pub(super) fn unless_all_unset<T>(values: Vec<Option<T>>) -> Option<Vec<Option<T>>> {
     values.iter().any(Option::is_some).then_some(values)
 }
 

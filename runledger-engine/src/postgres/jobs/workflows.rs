@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use sqlx::types::Json;
 use sqlx::{Acquire, PgExecutor, Postgres};
 use uuid::Uuid;
 
@@ -15,6 +16,7 @@ use crate::core::jobs::{
 };
 use crate::postgres::error::{Error, Result};
 use crate::postgres::input::{check_json_field, check_key, check_text_field};
+use crate::postgres::jobs::enqueue::unless_all_unset;
 use crate::postgres::jobs::scope::TenantScope;
 
 /// The PostgreSQL channel notified (payload: the run id) when a run becomes terminal.
@@ -200,20 +202,34 @@ async fn insert_steps(
         .iter()
         .map(|s| s.job_type.as_ref().map(|t| t.as_str()))
         .collect();
-    let payloads: Vec<Value> = steps.iter().map(|s| s.payload.as_ref().clone()).collect();
-    let priorities: Vec<Option<i32>> = steps.iter().map(|s| s.priority).collect();
-    let attempts: Vec<Option<i32>> = steps.iter().map(|s| s.max_attempts).collect();
-    let timeouts: Vec<Option<i32>> = steps.iter().map(|s| s.timeout_seconds).collect();
-    let stages: Vec<Option<&str>> = steps.iter().map(|s| s.stage.as_deref()).collect();
-    let continuations: Vec<bool> = steps.iter().map(|s| s.allow_continuation).collect();
-    let orgs: Vec<Option<Uuid>> = steps.iter().map(|s| s.organization_id).collect();
-    let metadata: Vec<Value> = steps.iter().map(|s| s.metadata.as_ref().clone()).collect();
-    let resource_keys: Vec<Option<&str>> =
-        steps.iter().map(|s| s.resource_key.as_deref()).collect();
+    let payloads: Vec<Json<&Value>> = steps.iter().map(|s| Json(s.payload.as_ref())).collect();
     let deps: Vec<i32> = steps
         .iter()
         .map(|s| i32::try_from(s.dependencies.len()).unwrap_or(i32::MAX))
         .collect();
+    // Columns no step sets go as NULL arrays (the statement's defaults fill them in): a wide
+    // run then sends, and the server decodes, only the columns it uses.
+    let column = |value: fn(&WorkflowStepEnqueue<'_>) -> Option<i32>| {
+        unless_all_unset(steps.iter().map(value).collect())
+    };
+    let priorities = column(|s| s.priority);
+    let attempts = column(|s| s.max_attempts);
+    let timeouts = column(|s| s.timeout_seconds);
+    let stages = unless_all_unset(steps.iter().map(|s| s.stage.as_deref()).collect());
+    let orgs = unless_all_unset(steps.iter().map(|s| s.organization_id).collect());
+    let metadata = unless_all_unset(
+        steps
+            .iter()
+            .map(|s| has_metadata(&s.metadata).then(|| Json(s.metadata.as_ref())))
+            .collect(),
+    );
+    let continuations = unless_all_unset(
+        steps
+            .iter()
+            .map(|s| s.allow_continuation.then_some(true))
+            .collect(),
+    );
+    let resource_keys = unless_all_unset(steps.iter().map(|s| s.resource_key.as_deref()).collect());
     sqlx::query!(
         r#"
         INSERT INTO runledger.workflow_steps (
@@ -222,8 +238,9 @@ async fn insert_steps(
             continuation_allowed, resource_key
         )
         SELECT s.id, $1, s.step_key, s.step_kind, s.job_type, s.payload, s.priority,
-               s.max_attempts, s.timeout_seconds, s.stage, s.organization_id, s.metadata,
-               s.deps, s.deps, s.continuation_allowed, s.resource_key
+               s.max_attempts, s.timeout_seconds, s.stage, s.organization_id,
+               coalesce(s.metadata, '{}'), s.deps, s.deps, coalesce(s.continuation_allowed, false),
+               s.resource_key
         FROM unnest(
             $2::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::int4[], $8::int4[],
             $9::int4[], $10::text[], $11::uuid[], $12::jsonb[], $13::int4[], $14::bool[],
@@ -237,16 +254,16 @@ async fn insert_steps(
         &keys as &[&str],
         &kinds as &[&str],
         &job_types as &[Option<&str>],
-        &payloads,
-        &priorities as &[Option<i32>],
-        &attempts as &[Option<i32>],
-        &timeouts as &[Option<i32>],
-        &stages as &[Option<&str>],
-        &orgs as &[Option<Uuid>],
-        &metadata,
+        &payloads as &[Json<&Value>],
+        priorities.as_deref() as Option<&[Option<i32>]>,
+        attempts.as_deref() as Option<&[Option<i32>]>,
+        timeouts.as_deref() as Option<&[Option<i32>]>,
+        stages.as_deref() as Option<&[Option<&str>]>,
+        orgs.as_deref() as Option<&[Option<Uuid>]>,
+        metadata.as_deref() as Option<&[Option<Json<&Value>>]>,
         &deps,
-        &continuations,
-        &resource_keys as &[Option<&str>],
+        continuations.as_deref() as Option<&[Option<bool>]>,
+        resource_keys.as_deref() as Option<&[Option<&str>]>,
     )
     .execute(&mut *conn)
     .await?;
@@ -279,6 +296,11 @@ async fn insert_steps(
         .await?;
     }
     Ok(step_ids)
+}
+
+/// Whether a step's metadata says anything: the empty object is the column's default.
+fn has_metadata(metadata: &Value) -> bool {
+    !matches!(metadata, Value::Object(fields) if fields.is_empty())
 }
 
 /// Releases what the new steps allow and returns the run's refreshed status.
