@@ -1,6 +1,8 @@
 //! Helpers shared by the benchmark and check binaries (`runledger-bench`, `admin-reads`,
 //! `crash-soak`, `pg-chaos`, `connection-check`).
 
+use std::time::Duration;
+
 use sqlx::PgPool;
 
 mod cluster;
@@ -35,4 +37,22 @@ pub async fn fresh_database(url: &str, name: &str) -> Result<String, BoxError> {
         .rsplit_once('/')
         .ok_or("DATABASE_URL has no database name")?;
     Ok(format!("{server}/{name}"))
+}
+
+/// The `qs` quantiles of `samples` (nearest rank: the sample at `(n - 1) * q`, rounded), zero
+/// where there is no sample.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let samples = [3, 1, 2].map(Duration::from_millis).to_vec();
+/// let [median, max] = runledger_bench::quantiles(samples, [0.5, 1.0]);
+/// assert_eq!((median, max), (Duration::from_millis(2), Duration::from_millis(3)));
+/// ```
+pub fn quantiles<const N: usize>(mut samples: Vec<Duration>, qs: [f64; N]) -> [Duration; N] {
+    samples.sort();
+    qs.map(|q| {
+        let rank = ((samples.len() as f64 - 1.0) * q).round().max(0.0) as usize;
+        samples.get(rank).copied().unwrap_or_default()
+    })
 }

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use runledger_bench::cpu::{CpuMeter, CpuSpent, peak_rss};
-use runledger_bench::{BoxError, database_url};
+use runledger_bench::{BoxError, database_url, quantiles};
 use runledger_engine::core::jobs::{JobCompletion, JobContext, JobFailure, JobHandler, JobType};
 use runledger_engine::postgres::jobs::{
     JobDefinitionUpsert, JobEnqueue, enqueue_job, enqueue_jobs, upsert_job_definition,
@@ -621,9 +621,8 @@ async fn pickup_latency(
         .shutdown_with_timeout(Duration::from_secs(30))
         .await?;
     worker_pool.close().await;
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
-    Ok((at(0.50), at(0.99)))
+    let [p50, p99] = quantiles(samples, [0.50, 0.99]);
+    Ok((p50, p99))
 }
 
 /// The middle steps' keys of a fan-out of `width` steps.
@@ -732,13 +731,9 @@ async fn fan_out_fan_in(pool: &PgPool) -> Result<(Duration, Duration), BoxError>
         .shutdown_with_timeout(Duration::from_secs(30))
         .await?;
     worker_pool.close().await;
-    Ok((median(fan_outs), median(plains)))
-}
-
-/// The middle value of `samples` (the upper one of an even count).
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples.get(samples.len() / 2).copied().unwrap_or_default()
+    let [fan_out] = quantiles(fan_outs, [0.5]);
+    let [plain] = quantiles(plains, [0.5]);
+    Ok((fan_out, plain))
 }
 
 /// `processes` worker processes at the default settings drain `--scale-out-jobs` jobs together.
