@@ -42,13 +42,14 @@ AS $$
 $$;
 
 -- Whether the stored count is younger than `p_max_age_seconds` (under the statement's snapshot).
+-- The age is compared in seconds, so that any maximum, however large, is a valid one.
 CREATE FUNCTION runledger.queue_depth_sample_is_fresh(p_max_age_seconds double precision)
 RETURNS boolean
 LANGUAGE sql STABLE
 AS $$
     SELECT EXISTS (
         SELECT 1 FROM runledger.queue_depth_sample s
-        WHERE s.sampled_at > now() - make_interval(secs => p_max_age_seconds)
+        WHERE extract(epoch FROM now() - s.sampled_at) < p_max_age_seconds
     )
 $$;
 

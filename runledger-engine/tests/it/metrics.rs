@@ -305,7 +305,7 @@ async fn age_queue_depth_sample(pool: &PgPool) {
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn worker_processes_share_one_queue_depth_count_per_interval(pool: PgPool) {
-    use runledger_engine::postgres::jobs::get_queue_depths;
+    use runledger_engine::postgres::jobs::{get_queue_depths, sample_queue_depths};
 
     define(&pool, "metrics.shared_depth", DefinitionOpts::default()).await;
     insert_job(&pool, "metrics.shared_depth", json!({})).await;
@@ -330,6 +330,13 @@ async fn worker_processes_share_one_queue_depth_count_per_interval(pool: PgPool)
     age_queue_depth_sample(&pool).await;
     assert_eq!(ready(&second.run_once().await.unwrap()), 2);
     assert_eq!(ready(&first.run_once().await.unwrap()), 2);
+
+    // Any maximum age is valid; one beyond the database's time range reads the stored count.
+    insert_job(&pool, "metrics.shared_depth", json!({})).await;
+    let forever = sample_queue_depths(&pool, std::time::Duration::MAX)
+        .await
+        .unwrap();
+    assert_eq!(ready(&forever), 2);
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]

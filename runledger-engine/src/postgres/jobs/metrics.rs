@@ -124,7 +124,8 @@ pub async fn get_queue_depths<'e>(executor: impl PgExecutor<'e>) -> Result<Vec<Q
 /// last sample when it is younger than `max_age`, else a new count, stored for the others. What
 /// the Supervisors' queue depth samplers read, so that the database counts the backlog once per
 /// interval, not once per process. While one caller counts, the others get the stored count (on
-/// the first sample of a database, an empty one).
+/// the first sample of a database, an empty one). Any `max_age` is valid: `Duration::MAX` reads
+/// the stored count whatever its age, once there is one.
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger_engine::postgres::Error> {
