@@ -209,12 +209,9 @@ async fn insert_steps(
         .collect();
     // Columns no step sets go as NULL arrays (the statement's defaults fill them in): a wide
     // run then sends, and the server decodes, only the columns it uses.
-    let column = |value: fn(&WorkflowStepEnqueue<'_>) -> Option<i32>| {
-        unless_all_unset(steps.iter().map(value).collect())
-    };
-    let priorities = column(|s| s.priority);
-    let attempts = column(|s| s.max_attempts);
-    let timeouts = column(|s| s.timeout_seconds);
+    let priorities = unless_all_unset(steps.iter().map(|s| s.priority).collect());
+    let attempts = unless_all_unset(steps.iter().map(|s| s.max_attempts).collect());
+    let timeouts = unless_all_unset(steps.iter().map(|s| s.timeout_seconds).collect());
     let stages = unless_all_unset(steps.iter().map(|s| s.stage.as_deref()).collect());
     let orgs = unless_all_unset(steps.iter().map(|s| s.organization_id).collect());
     let metadata = unless_all_unset(
