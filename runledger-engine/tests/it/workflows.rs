@@ -546,6 +546,64 @@ async fn result_waits_are_woken_by_notification_and_scoped(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_result_wait_takes_one_connection_from_its_pool(pool: PgPool) {
+    // Every connection the waiter's pool hands out, new or reused.
+    let handed_out = Arc::new(AtomicUsize::new(0));
+    let (on_connect, on_acquire) = (Arc::clone(&handed_out), Arc::clone(&handed_out));
+    let waiter_pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .after_connect(move |_, _| {
+            on_connect.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Ok(()) })
+        })
+        .before_acquire(move |_, _| {
+            on_acquire.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Ok(true) })
+        })
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    // Opening the pool took its first connection; count from here.
+    handed_out.store(0, Ordering::SeqCst);
+    let (meta, payload) = (json!({}), json!({"value": 4}));
+    let run = WorkflowDagBuilder::new("wf.one-connection", &meta)
+        .job("first", "wf.echo", &payload)
+        .unwrap()
+        .job("last", "wf.echo", &payload)
+        .unwrap()
+        .after_success("last", ["first"])
+        .unwrap()
+        .result_step("last")
+        .unwrap()
+        .build()
+        .unwrap();
+    catalog().sync_definitions(&pool).await.unwrap();
+    let enqueued = enqueue_workflow_run(&pool, &run).await.unwrap();
+    let handle = WorkflowRunHandle::new(&waiter_pool, enqueued.id, WorkflowRunHandleScope::Global);
+    let notified_only = WorkflowRunWaitOptions {
+        timeout: Some(WAIT),
+        poll_interval: Duration::from_secs(3_600),
+    };
+    let waiting = tokio::spawn(async move { handle.get_result(notified_only).await });
+    // No worker runs yet: the wait's first read finds the run going, and waits.
+    let deadline = Instant::now() + WAIT;
+    while handed_out.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the wait never took a connection"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let supervisor = start(&pool, "w-one-connection").await;
+    assert_eq!(waiting.await.unwrap().unwrap(), json!({"value": 4}));
+    // The listener's connection read the run as well: a read on a second connection just
+    // before it could make the pool open one more.
+    assert_eq!(handed_out.load(Ordering::SeqCst), 1);
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn short_result_wait_times_out_and_undeclared_results_are_reported(pool: PgPool) {
     catalog().sync_definitions(&pool).await.unwrap();
     let (meta, payload) = (json!({}), json!({"value": 1}));
