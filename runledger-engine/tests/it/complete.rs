@@ -595,3 +595,56 @@ async fn a_failure_message_longer_than_4000_characters_is_truncated(pool: PgPool
     assert_eq!(dead[0].error_message.as_deref(), Some(expected.as_str()));
     assert_eq!(expected.chars().count(), 4_000);
 }
+
+/// Rows of the job table that index scans fetched in the current transaction.
+async fn job_rows_fetched(conn: &mut sqlx::PgConnection) -> i64 {
+    sqlx::query_scalar(
+        "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables
+         WHERE schemaname = 'runledger' AND relname = 'job_queue'",
+    )
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_success_batch_planned_on_an_empty_table_reads_only_its_own_rows(pool: PgPool) {
+    use sqlx::Connection;
+
+    const BACKLOG: usize = 5_000;
+    const BATCH: i64 = 50;
+    define(&pool, "test.job", DefinitionOpts::default()).await;
+    // Statistics of the empty table, as autovacuum leaves them on a quiet queue. A connection
+    // keeps the plan it made for its first batch: this one made it from them.
+    sqlx::query("ANALYZE runledger.job_queue")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    let nothing = JobSuccess {
+        job_id: JobId(uuid::Uuid::now_v7()),
+        attempt: 1,
+        output: None,
+        progress: None,
+    };
+    let done = complete_jobs_success(&mut *conn, WORKER, &[nothing])
+        .await
+        .unwrap();
+    assert!(done.is_empty());
+
+    crate::support::enqueue_many(&pool, "test.job", BACKLOG).await;
+    let claimed = claim(&pool, WORKER, BATCH).await;
+    let mut tx = conn.begin().await.unwrap();
+    let before = job_rows_fetched(&mut tx).await;
+    let done = complete_jobs_success(&mut *tx, WORKER, &crate::support::successes_of(&claimed))
+        .await
+        .unwrap();
+    let fetched = job_rows_fetched(&mut tx).await - before;
+    tx.commit().await.unwrap();
+    assert_eq!(done.len(), BATCH as usize);
+    // The batch's own rows, not the backlog's.
+    assert!(
+        fetched <= 2 * BATCH,
+        "a batch of {BATCH} fetched {fetched} job rows"
+    );
+}

@@ -1443,3 +1443,77 @@ async fn each_step_keeps_its_own_settings_beside_steps_that_set_none(pool: PgPoo
         )
     );
 }
+
+/// Rows of the step table that index scans fetched in the current transaction.
+async fn step_rows_fetched(conn: &mut sqlx::PgConnection) -> i64 {
+    sqlx::query_scalar(
+        "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables
+         WHERE schemaname = 'runledger' AND relname = 'workflow_steps'",
+    )
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_release_planned_on_a_small_step_table_reads_only_the_steps_it_counts_down(pool: PgPool) {
+    use runledger_engine::postgres::jobs::complete_jobs_success;
+    use sqlx::Connection;
+
+    crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
+    let (meta, small, wide) = (json!({}), middle_keys(2), middle_keys(3_000));
+    // A connection keeps the plans it made for its first releases (at the latest from the
+    // sixth): this one made them from the statistics of a few small runs, as autovacuum
+    // leaves them on a quiet database.
+    let mut conn = pool.acquire().await.unwrap();
+    for round in 0..6 {
+        enqueue_workflow_run(&pool, &fan_out_run(&meta, &small))
+            .await
+            .unwrap();
+        if round == 0 {
+            sqlx::query("ANALYZE runledger.workflow_steps, runledger.workflow_step_dependencies")
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        let start = claim_steps(&pool, "w-plans").await["start"].clone();
+        let done = complete_jobs_success(
+            &mut *conn,
+            "w-plans",
+            &crate::support::successes_of(&[start]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(done.len(), 1);
+    }
+
+    let measured = enqueue_workflow_run(&pool, &fan_out_run(&meta, &small))
+        .await
+        .unwrap();
+    let start = claim_steps(&pool, "w-plans").await["start"].clone();
+    // A wide run fills the step table.
+    enqueue_workflow_run(&pool, &fan_out_run(&meta, &wide))
+        .await
+        .unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    let before = step_rows_fetched(&mut tx).await;
+    complete_jobs_success(&mut *tx, "w-plans", &crate::support::successes_of(&[start]))
+        .await
+        .unwrap();
+    let fetched = step_rows_fetched(&mut tx).await - before;
+    tx.commit().await.unwrap();
+    assert_eq!(
+        step_statuses(&pool, measured.id)
+            .await
+            .into_iter()
+            .filter(|(_, status)| *status == WorkflowStepStatus::Enqueued)
+            .count(),
+        small.len()
+    );
+    // The finished step, its two dependents and the run's probe, not the wide run's steps.
+    assert!(
+        fetched <= 20,
+        "releasing {} steps fetched {fetched} step rows",
+        small.len()
+    );
+}
