@@ -596,17 +596,6 @@ async fn a_failure_message_longer_than_4000_characters_is_truncated(pool: PgPool
     assert_eq!(expected.chars().count(), 4_000);
 }
 
-/// Rows of the job table that index scans fetched in the current transaction.
-async fn job_rows_fetched(conn: &mut sqlx::PgConnection) -> i64 {
-    sqlx::query_scalar(
-        "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables
-         WHERE schemaname = 'runledger' AND relname = 'job_queue'",
-    )
-    .fetch_one(conn)
-    .await
-    .unwrap()
-}
-
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn a_success_batch_planned_on_an_empty_table_reads_only_its_own_rows(pool: PgPool) {
     use sqlx::Connection;
@@ -635,11 +624,11 @@ async fn a_success_batch_planned_on_an_empty_table_reads_only_its_own_rows(pool:
     crate::support::enqueue_many(&pool, "test.job", BACKLOG).await;
     let claimed = claim(&pool, WORKER, BATCH).await;
     let mut tx = conn.begin().await.unwrap();
-    let before = job_rows_fetched(&mut tx).await;
+    let before = crate::support::rows_fetched(&mut tx, "job_queue").await;
     let done = complete_jobs_success(&mut *tx, WORKER, &crate::support::successes_of(&claimed))
         .await
         .unwrap();
-    let fetched = job_rows_fetched(&mut tx).await - before;
+    let fetched = crate::support::rows_fetched(&mut tx, "job_queue").await - before;
     tx.commit().await.unwrap();
     assert_eq!(done.len(), BATCH as usize);
     // The batch's own rows, not the backlog's.

@@ -1444,17 +1444,6 @@ async fn each_step_keeps_its_own_settings_beside_steps_that_set_none(pool: PgPoo
     );
 }
 
-/// Rows of the step table that index scans fetched in the current transaction.
-async fn step_rows_fetched(conn: &mut sqlx::PgConnection) -> i64 {
-    sqlx::query_scalar(
-        "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables
-         WHERE schemaname = 'runledger' AND relname = 'workflow_steps'",
-    )
-    .fetch_one(conn)
-    .await
-    .unwrap()
-}
-
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn a_release_planned_on_a_small_step_table_reads_only_the_steps_it_counts_down(pool: PgPool) {
     use runledger_engine::postgres::jobs::complete_jobs_success;
@@ -1496,11 +1485,11 @@ async fn a_release_planned_on_a_small_step_table_reads_only_the_steps_it_counts_
         .await
         .unwrap();
     let mut tx = conn.begin().await.unwrap();
-    let before = step_rows_fetched(&mut tx).await;
+    let before = crate::support::rows_fetched(&mut tx, "workflow_steps").await;
     complete_jobs_success(&mut *tx, "w-plans", &crate::support::successes_of(&[start]))
         .await
         .unwrap();
-    let fetched = step_rows_fetched(&mut tx).await - before;
+    let fetched = crate::support::rows_fetched(&mut tx, "workflow_steps").await - before;
     tx.commit().await.unwrap();
     assert_eq!(
         step_statuses(&pool, measured.id)
