@@ -624,11 +624,11 @@ async fn a_success_batch_planned_on_an_empty_table_reads_only_its_own_rows(pool:
     crate::support::enqueue_many(&pool, "test.job", BACKLOG).await;
     let claimed = claim(&pool, WORKER, BATCH).await;
     let mut tx = conn.begin().await.unwrap();
-    let before = crate::support::rows_fetched(&mut tx, "job_queue").await;
+    let before = crate::support::rows_read(&mut tx, "job_queue").await;
     let done = complete_jobs_success(&mut *tx, WORKER, &crate::support::successes_of(&claimed))
         .await
         .unwrap();
-    let fetched = crate::support::rows_fetched(&mut tx, "job_queue").await - before;
+    let fetched = crate::support::rows_read(&mut tx, "job_queue").await - before;
     tx.commit().await.unwrap();
     assert_eq!(done.len(), BATCH as usize);
     // The batch's own rows, not the backlog's.

@@ -647,3 +647,41 @@ async fn batch_enqueue_that_fails_with_an_idempotency_conflict_inserts_nothing(p
     // gives up) would otherwise run the unkeyed job an unknown number of times.
     assert_eq!(count_jobs(&pool).await, 1, "only the original job exists");
 }
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_keyed_retry_reads_only_its_key_however_small_the_table_was_before(pool: PgPool) {
+    use sqlx::Connection;
+
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let payload = json!({"to": "ada@example.com"});
+    let keyed = |key: &'static str| JobEnqueue::new("emails.send", &payload).idempotency_key(key);
+    let keys = ["small-0", "small-1", "small-2", "small-3", "small-4"];
+    for key in keys {
+        enqueue_job(&pool, &keyed(key)).await.unwrap();
+    }
+    // Statistics of a small table, as autovacuum leaves them on a quiet queue, and retries on
+    // one connection past the five executions after which a prepared statement may keep a
+    // plan made from them.
+    sqlx::query("ANALYZE runledger.job_queue")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    for key in keys.iter().cycle().take(8) {
+        assert!(!enqueue_job(&mut *conn, &keyed(key)).await.unwrap().created);
+    }
+
+    let many: Vec<String> = (0..5_000).map(|n| format!("many-{n}")).collect();
+    let requests: Vec<_> = many
+        .iter()
+        .map(|key| JobEnqueue::new("emails.send", &payload).idempotency_key(key))
+        .collect();
+    enqueue_jobs(&pool, &requests).await.unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    let before = crate::support::rows_read(&mut tx, "job_queue").await;
+    let retry = enqueue_job(&mut *tx, &keyed("small-0")).await.unwrap();
+    let read = crate::support::rows_read(&mut tx, "job_queue").await - before;
+    tx.commit().await.unwrap();
+    assert!(!retry.created);
+    assert!(read <= 10, "a keyed retry read {read} job rows");
+}

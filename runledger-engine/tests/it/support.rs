@@ -333,10 +333,11 @@ pub async fn next_notification_payload(listener: &mut PgListener) -> String {
     notification.payload().to_owned()
 }
 
-/// Rows of `runledger.<table>` that index scans fetched in the current transaction.
-pub async fn rows_fetched(conn: &mut sqlx::PgConnection, table: &str) -> i64 {
+/// Rows of `runledger.<table>` that scans read in the current transaction: fetched through an
+/// index or read sequentially.
+pub async fn rows_read(conn: &mut sqlx::PgConnection, table: &str) -> i64 {
     sqlx::query_scalar(
-        "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables
+        "SELECT idx_tup_fetch + seq_tup_read FROM pg_stat_xact_user_tables
          WHERE schemaname = 'runledger' AND relname = $1",
     )
     .bind(table)

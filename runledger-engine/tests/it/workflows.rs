@@ -1485,11 +1485,11 @@ async fn a_release_planned_on_a_small_step_table_reads_only_the_steps_it_counts_
         .await
         .unwrap();
     let mut tx = conn.begin().await.unwrap();
-    let before = crate::support::rows_fetched(&mut tx, "workflow_steps").await;
+    let before = crate::support::rows_read(&mut tx, "workflow_steps").await;
     complete_jobs_success(&mut *tx, "w-plans", &crate::support::successes_of(&[start]))
         .await
         .unwrap();
-    let fetched = crate::support::rows_fetched(&mut tx, "workflow_steps").await - before;
+    let fetched = crate::support::rows_read(&mut tx, "workflow_steps").await - before;
     tx.commit().await.unwrap();
     assert_eq!(
         step_statuses(&pool, measured.id)

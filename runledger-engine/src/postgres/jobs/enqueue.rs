@@ -552,17 +552,12 @@ async fn enqueue_keyed(
             .iter()
             .map(|&index| requests[index].job_type.as_str())
             .collect();
+        // A function planned at each call: see 20261206200001_keyed_lookup_planned_per_call.
         let existing = sqlx::query!(
             r#"
-            SELECT k.ord AS "ord!", q.id AS "id: JobId", q.status AS "status: JobStatus",
-                   (q.enqueue_request = k.request) AS "same_request!"
-            FROM unnest($1::text[], $2::jsonb[], $3::uuid[], $4::text[])
-                WITH ORDINALITY AS k(idempotency_key, request, organization_id, job_type, ord)
-            JOIN runledger.job_queue q
-              ON coalesce(q.organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
-                     = coalesce(k.organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
-             AND q.job_type = k.job_type
-             AND q.idempotency_key = k.idempotency_key
+            SELECT ord AS "ord!", id AS "id!: JobId", status AS "status!: JobStatus",
+                   same_request AS "same_request!"
+            FROM runledger.keyed_jobs($1, $2, $3, $4)
             "#,
             &keys as &[&str],
             &snapshots,
