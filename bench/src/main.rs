@@ -166,7 +166,13 @@ impl Settings {
 
     fn name(self) -> String {
         match self {
-            Self::Default => "defaults (concurrency 64, claim batch 64)".to_owned(),
+            Self::Default => {
+                let defaults = JobsConfig::default();
+                format!(
+                    "defaults (concurrency {}, claim batch {})",
+                    defaults.max_global_concurrency, defaults.claim_batch_size
+                )
+            }
             Self::Tuned { concurrency, batch } => {
                 format!("tuned (concurrency {concurrency}, claim batch {batch})")
             }

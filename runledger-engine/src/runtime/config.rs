@@ -11,7 +11,7 @@ use crate::runtime::queues::{QueueConcurrency, check_queues, parse_queues};
 /// Default pause between polls when no notification arrives.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(1_000);
 /// Default upper bound on jobs claimed per round trip.
-pub const DEFAULT_CLAIM_BATCH_SIZE: u32 = 64;
+pub const DEFAULT_CLAIM_BATCH_SIZE: u32 = 256;
 /// Default lease length; heartbeats renew it at a third of this.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 /// Default limit on handlers running at once in one process.

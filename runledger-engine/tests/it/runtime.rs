@@ -259,9 +259,21 @@ async fn running_handlers_never_exceed_max_global_concurrency(pool: PgPool) {
 /// Runs `catalog` on a Supervisor with `concurrency` slots and a claim batch of 16 until
 /// `jobs` jobs succeeded.
 async fn drain(pool: &PgPool, catalog: &JobCatalog, worker: &str, concurrency: u32, jobs: i64) {
+    drain_claiming(pool, catalog, worker, concurrency, 16, jobs).await;
+}
+
+/// [`drain`] with a claim batch of `batch`.
+async fn drain_claiming(
+    pool: &PgPool,
+    catalog: &JobCatalog,
+    worker: &str,
+    concurrency: u32,
+    batch: u32,
+    jobs: i64,
+) {
     let mut config = fast_config(worker);
     config.max_global_concurrency = concurrency;
-    config.claim_batch_size = 16;
+    config.claim_batch_size = batch;
     let supervisor = Supervisor::builder(pool, config)
         .unwrap()
         .with_catalog(catalog)
@@ -298,17 +310,50 @@ async fn short_handlers_are_claimed_ahead_of_free_slots_and_still_run_within_the
 
     let peak = peak.load(Ordering::SeqCst);
     assert!(peak <= 4, "peak concurrency {peak} exceeded the limit of 4");
-    // The jobs one claim leased share its lease time: some claims took more jobs than the
-    // lane has slots, the rest waiting for a slot in memory.
-    let largest_claim: i64 = sqlx::query_scalar(
+    // Some claims took more jobs than the lane has slots, the rest waiting for a slot in
+    // memory.
+    let largest = largest_claim(&pool).await;
+    assert!(
+        largest > 4,
+        "no claim took more than the 4 free slots (largest {largest})"
+    );
+}
+
+/// The most jobs one claim leased: the jobs of a claim share its lease time.
+async fn largest_claim(pool: &PgPool) -> i64 {
+    sqlx::query_scalar(
         "SELECT max(n) FROM (SELECT count(*) AS n FROM runledger.job_queue GROUP BY leased_at) c",
     )
-    .fetch_one(&pool)
+    .fetch_one(pool)
     .await
-    .unwrap();
+    .unwrap()
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn short_handlers_are_claimed_ahead_up_to_four_slots_worth_within_the_batch(pool: PgPool) {
+    let catalog = JobCatalog::new().job(
+        "short_many",
+        handler("short_many", |_, _| async {
+            tokio::task::yield_now().await;
+            Ok(JobCompletion::success())
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    enqueue_many(&pool, "short_many", 600).await;
+
+    // 4 slots and a claim batch of 64: each of the two claim loops aims at 2 free slots, and
+    // the lane holds at most 16 jobs (four slots' worth) claimed ahead of its slots.
+    drain_claiming(&pool, &catalog, "w-ahead-bound", 4, 64, 600).await;
+
+    let largest = largest_claim(&pool).await;
+    // Holding only one slot's worth ahead, no claim took more than 2 + 4 jobs.
     assert!(
-        largest_claim > 4,
-        "no claim took more than the 4 free slots (largest {largest_claim})"
+        largest > 8,
+        "no claim held more than one slot's worth ahead (largest {largest})"
+    );
+    assert!(
+        largest <= 2 + 16 + 2,
+        "a claim held more than four slots' worth ahead (largest {largest})"
     );
 }
 
