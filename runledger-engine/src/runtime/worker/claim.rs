@@ -54,7 +54,7 @@ pub(super) const CLAIM_AHEAD_MAX_HANDLER_TIME: Duration = Duration::from_millis(
 
 /// Most jobs claimed ahead of their slots, in handler slots' worth: a job claimed ahead waits at
 /// most about this many handler runs for its slot.
-pub(super) const CLAIM_AHEAD_MAX_SLOTS_WORTH: u32 = 4;
+const CLAIM_AHEAD_MAX_SLOTS_WORTH: u32 = 4;
 
 /// How many jobs a lane may hold claimed ahead of its free slots: a claim batch, but at most
 /// [`CLAIM_AHEAD_MAX_SLOTS_WORTH`] times its slots, so that a lane with few slots does not
