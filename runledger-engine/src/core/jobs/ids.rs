@@ -14,9 +14,10 @@ macro_rules! id_newtype {
         pub struct $name(pub Uuid);
 
         impl $name {
-            /// A fresh, time-ordered (UUIDv7) id.
+            /// A fresh, time-ordered (UUIDv7) id, greater than every id the process made
+            /// before.
             pub fn new_v7() -> Self {
-                Self(Uuid::now_v7())
+                Self(super::fresh_ids::fresh_uuid())
             }
 
             /// The underlying UUID.

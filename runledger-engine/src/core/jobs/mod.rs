@@ -1,6 +1,7 @@
 //! Job and workflow contracts: identifiers, ids, statuses and the handler interface.
 
 mod definition;
+mod fresh_ids;
 mod handler;
 mod identifiers;
 mod ids;
@@ -11,6 +12,7 @@ mod status;
 mod workflow;
 
 pub use definition::JobDefaults;
+pub(crate) use fresh_ids::{fresh_uuid, fresh_uuids};
 pub use handler::{
     JobCompletion, JobContext, JobContextError, JobContinuation, JobFailure, JobHandler,
     JobProgressSink, JobProgressUpdate, JobProgressWriter, StepOutputError, StepOutputReader,

@@ -9,7 +9,7 @@ use sqlx::types::Json;
 use sqlx::{Acquire, Postgres};
 use uuid::Uuid;
 
-use crate::core::jobs::{JobId, JobStatus, JobType};
+use crate::core::jobs::{JobId, JobStatus, JobType, fresh_uuids};
 use crate::core::trace::TraceContext;
 use crate::postgres::error::{Error, Result};
 use crate::postgres::input::{check_key, check_payload, check_timestamp};
@@ -620,7 +620,7 @@ impl<'a> Columns<'a> {
             unless_all_unset(picked().map(value).collect())
         };
         Self {
-            ids: picked().map(|_| Uuid::now_v7()).collect(),
+            ids: fresh_uuids(indices.len()),
             job_types: picked().map(|r| r.job_type.as_str()).collect(),
             organization_ids: unless_all_unset(picked().map(|r| r.organization_id).collect()),
             payloads: picked().map(|r| Json(r.payload)).collect(),

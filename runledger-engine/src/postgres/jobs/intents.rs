@@ -10,7 +10,7 @@ use sqlx::{Acquire, PgExecutor, PgPool, Postgres};
 use uuid::Uuid;
 
 use crate::core::jobs::limits::storable_text;
-use crate::core::jobs::{JobId, JobIntentId, JobIntentStatus};
+use crate::core::jobs::{JobId, JobIntentId, JobIntentStatus, fresh_uuid};
 use crate::postgres::error::{Error, Result};
 use crate::postgres::jobs::enqueue::{JobEnqueue, enqueue_on};
 use crate::postgres::jobs::lease::{MAX_ERROR_MESSAGE_CHARS, truncate_chars};
@@ -110,7 +110,7 @@ where
                    EXISTS (SELECT 1 FROM inserted) AS "inserted!",
                    (SELECT pg_notify('runledger_enqueue_intents', job_type) IS NULL FROM inserted) AS notified
             "#,
-            Uuid::now_v7(),
+            fresh_uuid(),
             request.job_type.as_str(),
             request.organization_id,
             key,

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::core::jobs::{
     JobId, StepKey, WorkflowRunEnqueue, WorkflowRunId, WorkflowRunStatus, WorkflowStepEnqueue,
-    WorkflowStepId, WorkflowStepKind, WorkflowStepStatus,
+    WorkflowStepId, WorkflowStepKind, WorkflowStepStatus, fresh_uuid, fresh_uuids,
 };
 use crate::postgres::error::{Error, Result};
 use crate::postgres::input::{check_json_field, check_key, check_text_field};
@@ -93,7 +93,7 @@ where
         return Err(Error::DefinitionNotFoundOrDisabled { job_type });
     }
 
-    let run_id = Uuid::now_v7();
+    let run_id = fresh_uuid();
     let inserted = sqlx::query_scalar!(
         r#"
         INSERT INTO runledger.workflow_runs (
@@ -191,7 +191,8 @@ async fn insert_steps(
     crate::postgres::refresh_tcp_nodelay_now();
     let ids: HashMap<&str, Uuid> = steps
         .iter()
-        .map(|step| (step.step_key.as_str(), Uuid::now_v7()))
+        .map(|step| step.step_key.as_str())
+        .zip(fresh_uuids(steps.len()))
         .chain(existing.iter().map(|(key, id)| (key.as_str(), *id)))
         .collect();
     let id_of = |key: &str| ids.get(key).copied().unwrap_or_default();
