@@ -99,6 +99,74 @@ async fn enqueue_overrides_replace_the_definition_defaults(pool: PgPool) {
     assert_eq!(record.created_by_user_id, Some(user));
 }
 
+/// A stored job's columns, leaving out those that differ between any two enqueues (its id and
+/// timestamps), with whether it was due when enqueued.
+async fn stored_request(pool: &PgPool, id: JobId) -> Value {
+    sqlx::query_scalar(
+        "SELECT to_jsonb(q) - '{id,created_at,updated_at,next_run_at}'::text[]
+                || jsonb_build_object('due', q.next_run_at <= q.created_at)
+         FROM runledger.job_queue q WHERE q.id = $1",
+    )
+    .bind(id.as_uuid())
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_job_enqueued_alone_is_stored_as_the_same_request_in_a_batch(pool: PgPool) {
+    // One request goes to its own statement (`runledger.enqueue_job`), a batch to the array one.
+    let limited = runledger_engine::core::jobs::JobDefaults::new()
+        .priority(4)
+        .max_attempts(6)
+        .timeout_seconds(40)
+        .queue("reports")
+        .global_concurrency(2);
+    upsert_job_definition(
+        &pool,
+        &JobDefinitionUpsert::new("reports.render").values(limited),
+    )
+    .await
+    .unwrap();
+    define(&pool, "printers.print", DefinitionOpts::default()).await;
+    let payload = json!({"report": 7, "pages": [1, 2]});
+    let (organization, user) = (Uuid::now_v7(), Uuid::now_v7());
+    let requests = [
+        JobEnqueue::new("reports.render", &payload),
+        JobEnqueue::new("printers.print", &payload)
+            .priority(-2)
+            .max_attempts(9)
+            .timeout_seconds(12)
+            .organization_id(organization)
+            .created_by_user_id(user)
+            .resource_key("printer:lobby"),
+        JobEnqueue::new("printers.print", &payload).delay(std::time::Duration::from_secs(3_600)),
+    ];
+
+    for request in &requests {
+        let alone = enqueue_job(&pool, request).await.unwrap();
+        let filler = JobEnqueue::new("printers.print", &payload);
+        let batch = enqueue_jobs(&pool, &[request.clone(), filler])
+            .await
+            .unwrap();
+        let (alone, in_batch) = (
+            stored_request(&pool, alone.id).await,
+            stored_request(&pool, batch[0].id).await,
+        );
+        assert_eq!(alone, in_batch, "{:?}", request.job_type);
+    }
+    let gated: Vec<bool> =
+        sqlx::query_scalar("SELECT gated FROM runledger.job_queue ORDER BY id LIMIT 4")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        gated,
+        [true, true, false, true],
+        "a limited type or a resource key gates"
+    );
+}
+
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn enqueue_of_an_undefined_job_type_is_refused_and_inserts_nothing(pool: PgPool) {
     let payload = json!({});
