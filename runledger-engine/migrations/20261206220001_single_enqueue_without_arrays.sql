@@ -3,8 +3,8 @@
 -- `runledger.enqueue_jobs` takes a batch as arrays: it unnests them, joins the definitions of
 -- the batch's types and aggregates each type's queue into its answer. For one job that work is
 -- most of the call: a single enqueue on a pooled connection that has been idle a while (the
--- usual case: a pool hands its connections out in turn) took 0.80 ms of server time with
--- `synchronous_commit = off`, against 0.65 ms for this function and 0.56 ms for a bare insert
+-- usual case: a pool hands its connections out in turn) took 0.96 ms with
+-- `synchronous_commit = off`, against 0.84 ms for this function and 0.64 ms for a bare insert
 -- of the same row (pgbench, 20 connections sharing 100 enqueues per second, medians of six
 -- alternated runs on the 2-core machine of docs/benchmarks.md). Like the batch function it is
 -- planned generically from its first call on a connection.

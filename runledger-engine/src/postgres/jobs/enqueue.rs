@@ -384,7 +384,7 @@ async fn enqueue_unkeyed(
 /// Inserts one request without an idempotency key: `runledger.enqueue_job`, the same row as
 /// [`enqueue_unkeyed`] makes, from scalar arguments. Unnesting arrays, joining the definitions
 /// and aggregating the queues made up most of a single enqueue's server time on a pooled
-/// connection that had been idle a while (0.80 ms against 0.65, see the function's migration).
+/// connection that had been idle a while (0.96 ms against 0.84, see the function's migration).
 async fn enqueue_one(
     conn: &mut sqlx::PgConnection,
     request: &JobEnqueue<'_>,
