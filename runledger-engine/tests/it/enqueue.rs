@@ -336,6 +336,80 @@ async fn batch_enqueue_with_one_undefined_type_inserts_nothing(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_batch_of_interleaved_types_keeps_request_order_and_each_types_defaults(pool: PgPool) {
+    // Inserted one type at a time, in one transaction.
+    define(&pool, "emails.send", DefinitionOpts::default()).await;
+    let urgent = runledger_engine::core::jobs::JobDefaults::new()
+        .priority(9)
+        .queue("reports");
+    upsert_job_definition(
+        &pool,
+        &JobDefinitionUpsert::new("reports.render").values(urgent),
+    )
+    .await
+    .unwrap();
+    let payloads: Vec<Value> = (0..6).map(|n| json!({"n": n})).collect();
+    let requests: Vec<JobEnqueue<'_>> = payloads
+        .iter()
+        .enumerate()
+        .map(|(n, payload)| {
+            let job_type = if n % 2 == 0 {
+                "emails.send"
+            } else {
+                "reports.render"
+            };
+            JobEnqueue::new(job_type, payload)
+        })
+        .collect();
+    let mut listener = PgListener::connect_with(&pool).await.unwrap();
+    listener.listen(JOB_QUEUE_CHANNEL).await.unwrap();
+
+    let enqueued = enqueue_jobs(&pool, &requests).await.unwrap();
+
+    let ids: Vec<Uuid> = enqueued.iter().map(|job| job.id.0).collect();
+    assert!(
+        ids.windows(2).all(|pair| pair[0] < pair[1]),
+        "ids follow the requests"
+    );
+    for (n, enqueued_job) in enqueued.iter().enumerate() {
+        let (job_type, payload, priority, queue): (String, Value, i32, String) = sqlx::query_as(
+            "SELECT job_type, payload, priority, queue FROM runledger.job_queue WHERE id = $1",
+        )
+        .bind(enqueued_job.id.0)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(payload, json!({"n": n}));
+        let expected = if n % 2 == 0 {
+            ("emails.send", 0, "default")
+        } else {
+            ("reports.render", 9, "reports")
+        };
+        assert_eq!((job_type.as_str(), priority, queue.as_str()), expected);
+    }
+    let mut woken = [
+        next_notification_payload(&mut listener).await,
+        next_notification_payload(&mut listener).await,
+    ];
+    woken.sort();
+    assert_eq!(woken, ["emails.send", "reports.render"]);
+
+    // Inside the caller's transaction, a batch that fails leaves the caller's own work intact.
+    let mut tx = pool.begin().await.unwrap();
+    enqueue_job(&mut *tx, &JobEnqueue::new("emails.send", &payloads[0]))
+        .await
+        .unwrap();
+    let failing = [
+        JobEnqueue::new("reports.render", &payloads[1]),
+        JobEnqueue::new("reports.missing", &payloads[2]),
+    ];
+    let err = enqueue_jobs(&mut *tx, &failing).await.unwrap_err();
+    assert_eq!(err.code(), "job.definition_not_found_or_disabled");
+    tx.commit().await.unwrap();
+    assert_eq!(count_jobs(&pool).await, 7);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn an_empty_batch_enqueues_nothing(pool: PgPool) {
     let enqueued = enqueue_jobs(&pool, &[]).await.unwrap();
 
@@ -590,6 +664,66 @@ async fn a_job_holding_a_resource_key_or_under_a_limit_notifies_the_gated_channe
             (GATED_JOB_CHANNEL.to_owned(), "printers.print".to_owned()),
             (JOB_QUEUE_CHANNEL.to_owned(), "printers.print".to_owned()),
             (GATED_JOB_CHANNEL.to_owned(), "reports.limited".to_owned()),
+        ]
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_batch_notifies_each_types_channels_for_its_due_rows_only(pool: PgPool) {
+    define(&pool, "printers.print", DefinitionOpts::default()).await;
+    define(&pool, "reports.later", DefinitionOpts::default()).await;
+    define(&pool, "emails.after", DefinitionOpts::default()).await;
+    let limited = runledger_engine::core::jobs::JobDefaults::new().global_concurrency(1);
+    upsert_job_definition(
+        &pool,
+        &JobDefinitionUpsert::new("reports.limited").values(limited),
+    )
+    .await
+    .unwrap();
+    let mut listener = PgListener::connect_with(&pool).await.unwrap();
+    listener
+        .listen_all([JOB_QUEUE_CHANNEL, GATED_JOB_CHANNEL])
+        .await
+        .unwrap();
+    let payload = json!({});
+    let in_an_hour = Utc::now() + chrono::Duration::hours(1);
+    let batch = [
+        JobEnqueue::new("printers.print", &payload).resource_key("printer:lobby"),
+        JobEnqueue::new("reports.later", &payload).run_at(in_an_hour),
+        JobEnqueue::new("printers.print", &payload),
+        JobEnqueue::new("reports.limited", &payload),
+        JobEnqueue::new("reports.later", &payload).run_at(in_an_hour),
+        JobEnqueue::new("reports.limited", &payload),
+        // Delayed, holding a key: neither channel.
+        JobEnqueue::new("printers.print", &payload)
+            .resource_key("printer:attic")
+            .run_at(in_an_hour),
+    ];
+
+    enqueue_jobs(&pool, &batch).await.unwrap();
+    insert_job(&pool, "emails.after", payload.clone()).await;
+
+    let mut received = Vec::new();
+    loop {
+        let notification = tokio::time::timeout(std::time::Duration::from_secs(5), listener.recv())
+            .await
+            .expect("no notification within 5 seconds")
+            .unwrap();
+        if notification.payload() == "emails.after" {
+            break;
+        }
+        received.push((
+            notification.channel().to_owned(),
+            notification.payload().to_owned(),
+        ));
+    }
+    received.sort();
+    assert_eq!(
+        received,
+        [
+            (GATED_JOB_CHANNEL.to_owned(), "printers.print".to_owned()),
+            (GATED_JOB_CHANNEL.to_owned(), "reports.limited".to_owned()),
+            (JOB_QUEUE_CHANNEL.to_owned(), "printers.print".to_owned()),
         ]
     );
 }
