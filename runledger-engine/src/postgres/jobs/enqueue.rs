@@ -301,7 +301,9 @@ where
 }
 
 /// Inserts `requests` on `conn`; every job stores `trace_context` (one value for the whole
-/// statement, so a batch pays nothing per row when there is none).
+/// statement, so a batch pays nothing per row when there is none). A batch with keys or of
+/// several job types takes more than one statement: run it in a transaction, as
+/// [`enqueue_jobs`] does, for it to be all or nothing.
 pub(crate) async fn enqueue_on(
     conn: &mut sqlx::PgConnection,
     requests: &[JobEnqueue<'_>],
