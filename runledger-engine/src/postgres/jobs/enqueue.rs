@@ -451,7 +451,7 @@ async fn enqueue_one(
     .ok_or_else(|| Error::DefinitionNotFoundOrDisabled {
         job_type: job_type.to_owned(),
     })?;
-    count_created([(job_type, queue.as_str())]);
+    crate::core::metrics::count_enqueued(job_type, &queue, 1);
     Ok(EnqueuedJob {
         id: JobId(id),
         status: JobStatus::Pending,
