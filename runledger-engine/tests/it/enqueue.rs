@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::support::{
     DefinitionOpts, WORKER, claim, count_jobs, count_status, define, insert_job, job, make_due,
-    next_notification_payload,
+    next_notification, next_notification_payload,
 };
 
 async fn jobs_with_key(pool: &PgPool, key: &str) -> i64 {
@@ -624,22 +624,29 @@ async fn enqueue_notifies_the_job_queue_channel_with_the_job_type(pool: PgPool) 
     );
 }
 
-#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
-async fn a_job_holding_a_resource_key_or_under_a_limit_notifies_the_gated_channel(pool: PgPool) {
-    assert_eq!(GATED_JOB_CHANNEL, "runledger_gated_jobs");
-    define(&pool, "printers.print", DefinitionOpts::default()).await;
+/// Defines `printers.print` and `reports.limited` (a global limit of 1), and listens on both
+/// wake-up channels.
+async fn printers_and_a_limited_type_on_both_channels(pool: &PgPool) -> PgListener {
+    define(pool, "printers.print", DefinitionOpts::default()).await;
     let limited = runledger_engine::core::jobs::JobDefaults::new().global_concurrency(1);
     upsert_job_definition(
-        &pool,
+        pool,
         &JobDefinitionUpsert::new("reports.limited").values(limited),
     )
     .await
     .unwrap();
-    let mut listener = PgListener::connect_with(&pool).await.unwrap();
+    let mut listener = PgListener::connect_with(pool).await.unwrap();
     listener
         .listen_all([JOB_QUEUE_CHANNEL, GATED_JOB_CHANNEL])
         .await
         .unwrap();
+    listener
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_job_holding_a_resource_key_or_under_a_limit_notifies_the_gated_channel(pool: PgPool) {
+    assert_eq!(GATED_JOB_CHANNEL, "runledger_gated_jobs");
+    let mut listener = printers_and_a_limited_type_on_both_channels(&pool).await;
     let payload = json!({});
 
     let keyed = JobEnqueue::new("printers.print", &payload).resource_key("printer:lobby");
@@ -649,14 +656,7 @@ async fn a_job_holding_a_resource_key_or_under_a_limit_notifies_the_gated_channe
 
     let mut received = Vec::new();
     for _ in 0..3 {
-        let notification = tokio::time::timeout(std::time::Duration::from_secs(5), listener.recv())
-            .await
-            .expect("no notification within 5 seconds")
-            .unwrap();
-        received.push((
-            notification.channel().to_owned(),
-            notification.payload().to_owned(),
-        ));
+        received.push(next_notification(&mut listener).await);
     }
     assert_eq!(
         received,
@@ -670,21 +670,9 @@ async fn a_job_holding_a_resource_key_or_under_a_limit_notifies_the_gated_channe
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn a_batch_notifies_each_types_channels_for_its_due_rows_only(pool: PgPool) {
-    define(&pool, "printers.print", DefinitionOpts::default()).await;
     define(&pool, "reports.later", DefinitionOpts::default()).await;
     define(&pool, "emails.after", DefinitionOpts::default()).await;
-    let limited = runledger_engine::core::jobs::JobDefaults::new().global_concurrency(1);
-    upsert_job_definition(
-        &pool,
-        &JobDefinitionUpsert::new("reports.limited").values(limited),
-    )
-    .await
-    .unwrap();
-    let mut listener = PgListener::connect_with(&pool).await.unwrap();
-    listener
-        .listen_all([JOB_QUEUE_CHANNEL, GATED_JOB_CHANNEL])
-        .await
-        .unwrap();
+    let mut listener = printers_and_a_limited_type_on_both_channels(&pool).await;
     let payload = json!({});
     let in_an_hour = Utc::now() + chrono::Duration::hours(1);
     let batch = [
@@ -705,17 +693,11 @@ async fn a_batch_notifies_each_types_channels_for_its_due_rows_only(pool: PgPool
 
     let mut received = Vec::new();
     loop {
-        let notification = tokio::time::timeout(std::time::Duration::from_secs(5), listener.recv())
-            .await
-            .expect("no notification within 5 seconds")
-            .unwrap();
-        if notification.payload() == "emails.after" {
+        let notification = next_notification(&mut listener).await;
+        if notification.1 == "emails.after" {
             break;
         }
-        received.push((
-            notification.channel().to_owned(),
-            notification.payload().to_owned(),
-        ));
+        received.push(notification);
     }
     received.sort();
     assert_eq!(

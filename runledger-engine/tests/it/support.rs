@@ -319,18 +319,24 @@ pub(crate) async fn attach_to_workflow(pool: &PgPool, job_id: JobId) -> (uuid::U
     (run_id, step_id)
 }
 
-/// The payload of the next notification on the job queue channel, failing the test after five
-/// seconds without one.
-pub async fn next_notification_payload(listener: &mut PgListener) -> String {
+/// The channel and payload of the next notification, failing the test after five seconds
+/// without one.
+pub async fn next_notification(listener: &mut PgListener) -> (String, String) {
     let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv())
         .await
         .expect("no notification within 5 seconds")
         .unwrap();
-    assert_eq!(
-        notification.channel(),
-        runledger_engine::postgres::jobs::JOB_QUEUE_CHANNEL
-    );
-    notification.payload().to_owned()
+    (
+        notification.channel().to_owned(),
+        notification.payload().to_owned(),
+    )
+}
+
+/// The payload of the next notification, which must be on the job queue channel.
+pub async fn next_notification_payload(listener: &mut PgListener) -> String {
+    let (channel, payload) = next_notification(listener).await;
+    assert_eq!(channel, runledger_engine::postgres::jobs::JOB_QUEUE_CHANNEL);
+    payload
 }
 
 /// Rows of `runledger.<table>` that scans read in the current transaction: fetched through an
