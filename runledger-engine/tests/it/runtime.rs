@@ -915,3 +915,61 @@ async fn an_idle_worker_gives_its_claim_connections_back_to_the_pool(pool: PgPoo
         .unwrap();
     assert!(quiet >= 14, "only {quiet} of 20 samples saw an idle pool");
 }
+
+/// A success waits for the others of its batch only while they can still come: here a quick
+/// job waits for a slow one claimed with it (both are written by one statement, so with one
+/// `finished_at`), and that pair is written as soon as the slow one returns, long before the
+/// hour the flush window would allow.
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_batch_of_successes_waits_only_for_jobs_still_running(pool: PgPool) {
+    use runledger_engine::runtime::observer::JobLifecycleObservers;
+    use runledger_engine::runtime::registry::JobRegistry;
+    use runledger_engine::runtime::worker::{Worker, WorkerConfig};
+
+    define(&pool, "pair", DefinitionOpts::default()).await;
+    let mut registry = JobRegistry::new();
+    registry
+        .register(handler(
+            "pair",
+            |_, payload: serde_json::Value| async move {
+                if payload["slow"] == json!(true) {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                Ok(JobCompletion::success())
+            },
+        ))
+        .unwrap();
+    let quick = insert_job(&pool, "pair", json!({ "slow": false })).await;
+    let slow = insert_job(&pool, "pair", json!({ "slow": true })).await;
+    let mut config = WorkerConfig::from_jobs_config(&fast_config("w-pair"));
+    config.completion_flush_interval = Duration::from_secs(3600);
+    // One claim loop: both jobs come in one claim.
+    config.claim_parallelism = 1;
+    let worker = Worker::new(
+        pool.clone(),
+        Arc::new(registry),
+        config,
+        JobLifecycleObservers::new(),
+    )
+    .unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let running =
+        tokio::spawn(worker.run(shutdown.clone(), tokio_util::sync::CancellationToken::new()));
+    wait_for_status(&pool, "SUCCEEDED", 2, WAIT).await;
+    shutdown.cancel();
+    running.await.unwrap();
+
+    let finished_at = |id| {
+        let pool = pool.clone();
+        async move {
+            get_job_by_id(&pool, id, TenantScope::Admin)
+                .await
+                .unwrap()
+                .unwrap()
+                .finished_at
+        }
+    };
+    let (quick_at, slow_at) = (finished_at(quick).await, finished_at(slow).await);
+    assert!(quick_at.is_some());
+    assert_eq!(quick_at, slow_at, "both successes in one statement");
+}

@@ -40,7 +40,7 @@ use tokio::sync::{AcquireError, Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::{Backoff, Finished, Inner, JobTasks, execute};
+use super::{Backoff, Finished, Inner, JobTasks, OutcomeToCome, execute};
 use crate::postgres::jobs::ClaimedJob;
 use crate::postgres::jobs::lease::{Claimed, claim_on};
 
@@ -276,11 +276,17 @@ impl Claimer {
                 // More may be due: let a sibling claim beside this loop.
                 self.wake.notify_one();
             }
-            for job in claimed {
+            // Every outcome of the claim is counted as to come before any job starts, so that
+            // the completer never takes the first to finish for the last.
+            let to_come: Vec<OutcomeToCome> = claimed
+                .iter()
+                .map(|_| OutcomeToCome::new(&self.inner))
+                .collect();
+            for (job, to_come) in claimed.into_iter().zip(to_come) {
                 let Some((start, outcome)) = reserved.next() else {
                     break;
                 };
-                self.spawn_job(job, start, outcome);
+                self.spawn_job(job, start, outcome, to_come);
             }
             drop(reserved);
             if leased > 0 {
@@ -362,7 +368,13 @@ impl Claimer {
         Ok(reserved)
     }
 
-    fn spawn_job(&self, job: ClaimedJob, start: Start, outcome: OwnedSemaphorePermit) {
+    fn spawn_job(
+        &self,
+        job: ClaimedJob,
+        start: Start,
+        outcome: OwnedSemaphorePermit,
+        to_come: OutcomeToCome,
+    ) {
         let lost = self.inner.track(&job);
         let span = execute::job_span(&job);
         let inner = Arc::clone(&self.inner);
@@ -397,6 +409,9 @@ impl Claimer {
                         _permit: outcome,
                         freed,
                     });
+                    // Counted out first: a completer that then finds none to come has every
+                    // outcome it could wait for, or is about to receive it.
+                    drop(to_come);
                     // The completer outlives every job task; a send error means it is gone.
                     let _ = finished.send(done);
                 }

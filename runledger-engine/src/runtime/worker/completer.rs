@@ -9,9 +9,11 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TryRecvError;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -41,7 +43,9 @@ enum Written {
 
 impl Inner {
     /// Collects finished handlers into batches and persists each batch in a task of the
-    /// worker's tree, at most `flushes_in_flight` at once.
+    /// worker's tree, at most `flushes_in_flight` at once. A batch waits up to
+    /// `completion_flush_interval` for company only while other jobs are running or waiting to
+    /// start.
     pub(super) async fn completer_loop(
         self: Arc<Self>,
         mut finished: mpsc::UnboundedReceiver<Finished>,
@@ -57,14 +61,26 @@ impl Inner {
             let mut batch = vec![first];
             let deadline = tokio::time::Instant::now() + self.config.completion_flush_interval;
             while batch.len() < self.config.completion_batch_size {
-                match tokio::time::timeout_at(deadline, finished.recv()).await {
-                    Ok(Some(done)) => batch.push(done),
-                    Ok(None) => {
-                        open = false;
-                        break;
+                // With no job left running or waiting to start, no outcome can join the batch
+                // by waiting: it is written at once (a workflow's next step is released that
+                // much sooner).
+                let next = if self.outcomes_to_come.load(Ordering::SeqCst) == 0 {
+                    match finished.try_recv() {
+                        Ok(done) => Some(done),
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Disconnected) => None,
                     }
-                    Err(_) => break,
-                }
+                } else {
+                    match tokio::time::timeout_at(deadline, finished.recv()).await {
+                        Ok(next) => next,
+                        Err(_) => break,
+                    }
+                };
+                let Some(done) = next else {
+                    open = false;
+                    break;
+                };
+                batch.push(done);
             }
             while flushes.len() >= self.config.flushes_in_flight {
                 let _ = flushes.join_next().await;

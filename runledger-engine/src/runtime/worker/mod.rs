@@ -15,6 +15,7 @@ mod heartbeat;
 mod listener;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -72,7 +73,8 @@ pub struct WorkerConfig {
     pub queues: Vec<QueueConcurrency>,
     /// Pause between heartbeats (a third of the lease by default).
     pub heartbeat_interval: Duration,
-    /// How long a success may wait for others before the batch is flushed.
+    /// How long a success may wait for others before the batch is flushed; only while other
+    /// jobs are running or waiting to start (the last one to finish is written at once).
     pub completion_flush_interval: Duration,
     /// Most successes per flush.
     pub completion_batch_size: usize,
@@ -264,6 +266,9 @@ struct Inner {
     logs: Arc<LogBuffer>,
     /// Metric handles, one set per job type.
     metrics: WorkerMetrics,
+    /// Jobs the claim loops have spawned whose outcome has not reached the completer yet:
+    /// running, or claimed ahead and waiting for a slot (see [`OutcomeToCome`]).
+    outcomes_to_come: AtomicUsize,
 }
 
 /// A lease the heartbeat renews, and how to stop its handler when the lease is lost.
@@ -327,6 +332,7 @@ impl Worker {
                 aborted: Mutex::new(Vec::new()),
                 logs: Arc::new(LogBuffer::default()),
                 metrics,
+                outcomes_to_come: AtomicUsize::new(0),
             }),
         })
     }
@@ -634,6 +640,24 @@ impl Inner {
     fn abort_unstarted(&self, job_id: JobId) {
         self.untrack(job_id);
         lock(&self.aborted).push(job_id);
+    }
+}
+
+/// A spawned job whose outcome the completer has yet to receive, counted in
+/// [`Inner::outcomes_to_come`] from its spawn until it is dropped: just before its outcome is
+/// sent, or when its task ends without one (lease lost, hard stop).
+struct OutcomeToCome(Arc<Inner>);
+
+impl OutcomeToCome {
+    fn new(inner: &Arc<Inner>) -> Self {
+        inner.outcomes_to_come.fetch_add(1, Ordering::SeqCst);
+        Self(Arc::clone(inner))
+    }
+}
+
+impl Drop for OutcomeToCome {
+    fn drop(&mut self) {
+        self.0.outcomes_to_come.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
