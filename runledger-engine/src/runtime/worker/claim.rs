@@ -247,6 +247,8 @@ impl Claimer {
             let request = self
                 .inner
                 .claim_request(want as i64, self.lane.queues.as_deref());
+            // Outcomes may come of this claim: the completer keeps gathering a batch meanwhile.
+            let claiming = OutcomeToCome::new(&self.inner);
             let claimed = match conn.get(&self.inner.pool).await {
                 Ok(connection) => claim_on(connection, &request, self.freed.is_some()).await,
                 Err(err) => Err(err.into()),
@@ -260,7 +262,7 @@ impl Claimer {
                     claimed
                 }
                 Err(err) => {
-                    drop(reserved);
+                    drop((reserved, claiming));
                     conn.discard();
                     tracing::warn!(code = err.code(), error = %err.internal_message(), "claim failed; backing off");
                     tokio::select! {
@@ -282,6 +284,7 @@ impl Claimer {
                 .iter()
                 .map(|_| OutcomeToCome::new(&self.inner))
                 .collect();
+            drop(claiming);
             for (job, to_come) in claimed.into_iter().zip(to_come) {
                 let Some((start, outcome)) = reserved.next() else {
                     break;

@@ -45,7 +45,7 @@ impl Inner {
     /// Collects finished handlers into batches and persists each batch in a task of the
     /// worker's tree, at most `flushes_in_flight` at once. A batch waits up to
     /// `completion_flush_interval` for company only while other jobs are running or waiting to
-    /// start.
+    /// start, or a claim is in flight.
     pub(super) async fn completer_loop(
         self: Arc<Self>,
         mut finished: mpsc::UnboundedReceiver<Finished>,
@@ -61,9 +61,9 @@ impl Inner {
             let mut batch = vec![first];
             let deadline = tokio::time::Instant::now() + self.config.completion_flush_interval;
             while batch.len() < self.config.completion_batch_size {
-                // With no job left running or waiting to start, no outcome can join the batch
-                // by waiting: it is written at once (a workflow's next step is released that
-                // much sooner).
+                // With no job left running or waiting to start and no claim in flight, no
+                // outcome can join the batch by waiting: it is written at once (a workflow's
+                // next step is released that much sooner).
                 let next = if self.outcomes_to_come.load(Ordering::SeqCst) == 0 {
                     match finished.try_recv() {
                         Ok(done) => Some(done),
@@ -71,9 +71,12 @@ impl Inner {
                         Err(TryRecvError::Disconnected) => None,
                     }
                 } else {
-                    match tokio::time::timeout_at(deadline, finished.recv()).await {
-                        Ok(next) => next,
-                        Err(_) => break,
+                    tokio::select! {
+                        biased;
+                        next = finished.recv() => next,
+                        // The last job ended without an outcome, or a claim came back empty.
+                        () = self.none_to_come.notified() => continue,
+                        () = tokio::time::sleep_until(deadline) => break,
                     }
                 };
                 let Some(done) = next else {

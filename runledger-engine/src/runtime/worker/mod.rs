@@ -74,7 +74,8 @@ pub struct WorkerConfig {
     /// Pause between heartbeats (a third of the lease by default).
     pub heartbeat_interval: Duration,
     /// How long a success may wait for others before the batch is flushed; only while other
-    /// jobs are running or waiting to start (the last one to finish is written at once).
+    /// jobs are running or waiting to start, or a claim is in flight (a job that finishes alone
+    /// is written at once).
     pub completion_flush_interval: Duration,
     /// Most successes per flush.
     pub completion_batch_size: usize,
@@ -266,9 +267,12 @@ struct Inner {
     logs: Arc<LogBuffer>,
     /// Metric handles, one set per job type.
     metrics: WorkerMetrics,
-    /// Jobs the claim loops have spawned whose outcome has not reached the completer yet:
-    /// running, or claimed ahead and waiting for a slot (see [`OutcomeToCome`]).
+    /// Outcomes the completer may still receive soon: jobs the claim loops have spawned whose
+    /// outcome has not reached it (running, or claimed ahead and waiting for a slot), and one
+    /// for each claim in flight (see [`OutcomeToCome`]).
     outcomes_to_come: AtomicUsize,
+    /// Notified when `outcomes_to_come` falls to zero.
+    none_to_come: Notify,
 }
 
 /// A lease the heartbeat renews, and how to stop its handler when the lease is lost.
@@ -333,6 +337,7 @@ impl Worker {
                 logs: Arc::new(LogBuffer::default()),
                 metrics,
                 outcomes_to_come: AtomicUsize::new(0),
+                none_to_come: Notify::new(),
             }),
         })
     }
@@ -643,9 +648,9 @@ impl Inner {
     }
 }
 
-/// A spawned job whose outcome the completer has yet to receive, counted in
-/// [`Inner::outcomes_to_come`] from its spawn until it is dropped: just before its outcome is
-/// sent, or when its task ends without one (lease lost, hard stop).
+/// An outcome the completer may still receive, counted in [`Inner::outcomes_to_come`] while
+/// this lives: a claim in flight (until its jobs are counted), or a spawned job (until just
+/// before its outcome is sent, or until its task ends without one: lease lost, hard stop).
 struct OutcomeToCome(Arc<Inner>);
 
 impl OutcomeToCome {
@@ -657,7 +662,9 @@ impl OutcomeToCome {
 
 impl Drop for OutcomeToCome {
     fn drop(&mut self) {
-        self.0.outcomes_to_come.fetch_sub(1, Ordering::SeqCst);
+        if self.0.outcomes_to_come.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.none_to_come.notify_one();
+        }
     }
 }
 
