@@ -15,7 +15,7 @@ use serde_json::json;
 use sqlx::PgPool;
 
 use crate::support::{
-    DefinitionOpts, count_status, define, enqueue_many, fast_config, handler, insert_job,
+    DefinitionOpts, count_status, define, enqueue_many, fast_config, handler, insert_job, job,
     wait_for_status,
 };
 
@@ -959,17 +959,10 @@ async fn a_batch_of_successes_waits_only_for_jobs_still_running(pool: PgPool) {
     shutdown.cancel();
     running.await.unwrap();
 
-    let finished_at = |id| {
-        let pool = pool.clone();
-        async move {
-            get_job_by_id(&pool, id, TenantScope::Admin)
-                .await
-                .unwrap()
-                .unwrap()
-                .finished_at
-        }
-    };
-    let (quick_at, slow_at) = (finished_at(quick).await, finished_at(slow).await);
+    let (quick_at, slow_at) = (
+        job(&pool, quick).await.finished_at,
+        job(&pool, slow).await.finished_at,
+    );
     assert!(quick_at.is_some());
     assert_eq!(quick_at, slow_at, "both successes in one statement");
 }
