@@ -153,6 +153,44 @@ async fn diamond_succeeds_and_the_last_step_reads_the_first_steps_output(pool: P
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_released_steps_job_takes_the_steps_id(pool: PgPool) {
+    let supervisor = start(&pool, "w-step-ids").await;
+    let (meta, value) = (json!({}), json!({"value": 1}));
+    let run = WorkflowDagBuilder::new("wf.chain", &meta)
+        .job("root", "wf.echo", &value)
+        .unwrap()
+        .job("next", "wf.echo", &value)
+        .unwrap()
+        .after_success("next", ["root"])
+        .unwrap()
+        .build()
+        .unwrap();
+    let enqueued = enqueue_workflow_run(&pool, &run).await.unwrap();
+    wait_for_run(&pool, enqueued.id, WorkflowRunStatus::Succeeded).await;
+    supervisor.shutdown_with_timeout(WAIT).await.unwrap();
+
+    let steps = list_workflow_steps(&pool, enqueued.id, TenantScope::Admin)
+        .await
+        .unwrap();
+    // The root is released by the enqueue, the other by its prerequisite's completion.
+    for step in &steps {
+        assert_eq!(
+            step.job_id.map(|job| job.0),
+            Some(step.id.0),
+            "step {}",
+            step.step_key
+        );
+    }
+    let jobs: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM runledger.job_queue WHERE workflow_step_id = id AND status = 'SUCCEEDED'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(jobs, 2, "both jobs ran under their steps' ids");
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn failed_after_success_prerequisite_cancels_the_dependent_but_siblings_run(pool: PgPool) {
     let supervisor = start(&pool, "w-unsatisfied").await;
     let meta = json!({});

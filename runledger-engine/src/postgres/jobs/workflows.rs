@@ -2,7 +2,7 @@
 //! inside PostgreSQL (see `migrations/202611300002_workflow_engine.sql`), triggered by the step
 //! jobs' own status changes, so it commits atomically with every job completion path.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -82,12 +82,7 @@ where
         .map(|_| run.canonical_snapshot());
 
     // Every job step's type must be enqueueable now.
-    let job_types: Vec<&str> = run
-        .steps
-        .iter()
-        .filter_map(|step| step.job_type.as_ref().map(|t| t.as_str()))
-        .collect();
-    let check = check_job_types(&mut tx, &job_types).await?;
+    let check = check_job_types(&mut tx, &run.steps).await?;
     Error::require_read_committed(&check.level)?;
     if let Some(job_type) = check.missing {
         return Err(Error::DefinitionNotFoundOrDisabled { job_type });
@@ -470,12 +465,7 @@ where
     let existing_keys: std::collections::BTreeSet<&str> =
         existing.keys().map(String::as_str).collect();
     crate::core::jobs::validate_steps(&existing_keys, &append.steps)?;
-    let job_types: Vec<&str> = append
-        .steps
-        .iter()
-        .filter_map(|step| step.job_type.as_ref().map(|t| t.as_str()))
-        .collect();
-    if let Some(job_type) = check_job_types(&mut tx, &job_types).await?.missing {
+    if let Some(job_type) = check_job_types(&mut tx, &append.steps).await?.missing {
         return Err(Error::DefinitionNotFoundOrDisabled { job_type });
     }
     let step_ids = insert_steps(&mut tx, run_id.0, &append.steps, &existing).await?;
@@ -484,14 +474,25 @@ where
     Ok(WorkflowAppendOutcome::Applied)
 }
 
-/// The transaction's isolation level and the first of `job_types` without an enabled
-/// definition, in one round trip.
+/// The transaction's isolation level and the first job type without an enabled definition, read
+/// in one round trip.
 struct TypeCheck {
     level: String,
     missing: Option<String>,
 }
 
-async fn check_job_types(conn: &mut sqlx::PgConnection, job_types: &[&str]) -> Result<TypeCheck> {
+/// Checks the job types of `steps`, each sent once (a wide fan-out names one type a thousand
+/// times).
+async fn check_job_types(
+    conn: &mut sqlx::PgConnection,
+    steps: &[WorkflowStepEnqueue<'_>],
+) -> Result<TypeCheck> {
+    let mut seen = HashSet::new();
+    let job_types: Vec<&str> = steps
+        .iter()
+        .filter_map(|step| step.job_type.as_ref().map(|t| t.as_str()))
+        .filter(|job_type| seen.insert(*job_type))
+        .collect();
     let row = sqlx::query!(
         r#"
         SELECT current_setting('transaction_isolation') AS "level!",
@@ -503,7 +504,7 @@ async fn check_job_types(conn: &mut sqlx::PgConnection, job_types: &[&str]) -> R
                 )
                 LIMIT 1) AS missing
         "#,
-        job_types as &[&str],
+        &job_types as &[&str],
     )
     .fetch_one(&mut *conn)
     .await?;
