@@ -12,15 +12,17 @@ use runledger_engine::core::jobs::{
 use runledger_engine::postgres::jobs::{
     CompleteExternalWorkflowStepInput, ExternalStepCompletion, TenantScope, WorkflowRunHandle,
     WorkflowRunHandleScope, WorkflowRunWaitOptions, cancel_workflow_run,
-    complete_external_workflow_step, enqueue_workflow_run, enqueue_workflow_run_handle,
-    get_workflow_run, list_workflow_steps,
+    complete_external_workflow_step, complete_job_failure, enqueue_workflow_run,
+    enqueue_workflow_run_handle, get_workflow_run, list_workflow_steps, reap_expired_leases,
 };
 use runledger_engine::runtime::Supervisor;
 use runledger_engine::runtime::catalog::JobCatalog;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{fast_config, handler};
+use crate::support::{
+    DefinitionOpts, claim, claim_one, define, expire_lease, fast_config, handler,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -188,6 +190,84 @@ async fn a_released_steps_job_takes_the_steps_id(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(jobs, 2, "both jobs ran under their steps' ids");
+}
+
+/// The statements that end a job outside the worker's batch of successes end its step too: a
+/// failure, the reaper (on the last attempt) and the claim's dead letter of a payload it cannot
+/// decode. Each root step fails with its job's error, and its dependent is canceled.
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn each_statement_that_dead_letters_a_step_job_fails_its_step(pool: PgPool) {
+    let once = DefinitionOpts {
+        max_attempts: 1,
+        ..DefinitionOpts::default()
+    };
+    define(&pool, "wf.once", once).await;
+    let (meta, value) = (json!({}), json!({"value": 1}));
+    let enqueue_chain = |workflow_type: &'static str| {
+        let run = WorkflowDagBuilder::new(workflow_type, &meta)
+            .job("root", "wf.once", &value)
+            .unwrap()
+            .job("next", "wf.once", &value)
+            .unwrap()
+            .after_success("next", ["root"])
+            .unwrap()
+            .build()
+            .unwrap();
+        let pool = pool.clone();
+        async move { enqueue_workflow_run(&pool, &run).await.unwrap().id }
+    };
+
+    let failed = enqueue_chain("wf.failed").await;
+    let job = claim_one(&pool).await;
+    let failure = JobFailure::terminal("step.broke", "the step broke");
+    complete_job_failure(&pool, &job.lease(), &failure)
+        .await
+        .unwrap();
+
+    let reaped = enqueue_chain("wf.reaped").await;
+    let job = claim_one(&pool).await;
+    expire_lease(&pool, job.id).await;
+    assert_eq!(
+        reap_expired_leases(&pool, 10, Duration::ZERO)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let unreadable = enqueue_chain("wf.unreadable").await;
+    sqlx::query(
+        "UPDATE runledger.job_queue SET payload = (repeat('[', 200) || repeat(']', 200))::jsonb
+         WHERE workflow_run_id = $1",
+    )
+    .bind(unreadable.0)
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert!(claim(&pool, "w-unreadable", 10).await.is_empty());
+
+    for (run, code) in [
+        (failed, "step.broke"),
+        (reaped, "job.lease_expired"),
+        (unreadable, "job.payload_too_deep"),
+    ] {
+        let record = get_workflow_run(&pool, run, WorkflowRunHandleScope::Admin)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            record.status,
+            WorkflowRunStatus::CompletedWithErrors,
+            "{code}"
+        );
+        let steps = list_workflow_steps(&pool, run, TenantScope::Admin)
+            .await
+            .unwrap();
+        let find = |key: &str| steps.iter().find(|s| s.step_key == key).unwrap();
+        assert_eq!(find("root").status, WorkflowStepStatus::Failed, "{code}");
+        assert_eq!(find("root").last_error_code.as_deref(), Some(code));
+        assert_eq!(find("next").status, WorkflowStepStatus::Canceled, "{code}");
+    }
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
