@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use runledger_engine::core::jobs::{
-    JobCompletion, JobFailure, StepKey, WorkflowDagBuilder, WorkflowRunId, WorkflowRunStatus,
-    WorkflowStepStatus,
+    JobCompletion, JobFailure, StepKey, WorkflowDagBuilder, WorkflowRunEnqueue, WorkflowRunId,
+    WorkflowRunStatus, WorkflowStepStatus,
 };
 use runledger_engine::postgres::jobs::{
     CompleteExternalWorkflowStepInput, ExternalStepCompletion, TenantScope, WorkflowRunHandle,
@@ -154,19 +154,29 @@ async fn diamond_succeeds_and_the_last_step_reads_the_first_steps_output(pool: P
     );
 }
 
-#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
-async fn a_released_steps_job_takes_the_steps_id(pool: PgPool) {
-    let supervisor = start(&pool, "w-step-ids").await;
-    let (meta, value) = (json!({}), json!({"value": 1}));
-    let run = WorkflowDagBuilder::new("wf.chain", &meta)
-        .job("root", "wf.echo", &value)
+/// A run of two `job_type` steps, `next` after `root`'s success.
+fn chain<'a>(
+    workflow_type: &'a str,
+    job_type: &'a str,
+    meta: &'a Value,
+    payload: &'a Value,
+) -> WorkflowRunEnqueue<'a> {
+    WorkflowDagBuilder::new(workflow_type, meta)
+        .job("root", job_type, payload)
         .unwrap()
-        .job("next", "wf.echo", &value)
+        .job("next", job_type, payload)
         .unwrap()
         .after_success("next", ["root"])
         .unwrap()
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_released_steps_job_takes_the_steps_id(pool: PgPool) {
+    let supervisor = start(&pool, "w-step-ids").await;
+    let (meta, value) = (json!({}), json!({"value": 1}));
+    let run = chain("wf.chain", "wf.echo", &meta, &value);
     let enqueued = enqueue_workflow_run(&pool, &run).await.unwrap();
     wait_for_run(&pool, enqueued.id, WorkflowRunStatus::Succeeded).await;
     supervisor.shutdown_with_timeout(WAIT).await.unwrap();
@@ -204,15 +214,7 @@ async fn each_statement_that_dead_letters_a_step_job_fails_its_step(pool: PgPool
     define(&pool, "wf.once", once).await;
     let (meta, value) = (json!({}), json!({"value": 1}));
     let enqueue_chain = |workflow_type: &'static str| {
-        let run = WorkflowDagBuilder::new(workflow_type, &meta)
-            .job("root", "wf.once", &value)
-            .unwrap()
-            .job("next", "wf.once", &value)
-            .unwrap()
-            .after_success("next", ["root"])
-            .unwrap()
-            .build()
-            .unwrap();
+        let run = chain(workflow_type, "wf.once", &meta, &value);
         let pool = pool.clone();
         async move { enqueue_workflow_run(&pool, &run).await.unwrap().id }
     };
