@@ -399,15 +399,7 @@ pub async fn reap_expired_leases<'e>(
             WHERE q.id = e.id
             RETURNING q.id, q.job_type, q.queue, q.organization_id, q.payload, q.attempt,
                       q.status, q.next_run_at, e.worker_id AS previous_worker_id, e.leased_at,
-                      e.started_at, q.workflow_step_id, q.last_error_code, q.last_error_message
-        ),
-        -- The steps of dead-lettered step jobs fail with them (read below, so that it runs).
-        finished AS (
-            SELECT runledger.finish_step_jobs(
-                array_agg(workflow_step_id), array_agg(status), array_agg(NULL::jsonb),
-                array_agg(last_error_code), array_agg(last_error_message)
-            )
-            FROM reaped
+                      e.started_at
         ),
         attempt_row AS (
             INSERT INTO runledger.job_attempts (
@@ -446,7 +438,6 @@ pub async fn reap_expired_leases<'e>(
                r.status AS "status: JobStatus",
                r.next_run_at
         FROM reaped r
-        WHERE (SELECT count(*) FROM finished) >= 0
         "#,
         limit,
         retry_delay.as_secs_f64(),

@@ -447,16 +447,8 @@ async fn refuse_unreadable(
             FROM unnest($1::uuid[], $2::int4[], $4::text[], $5::text[]) AS r(id, attempt, code, message)
             WHERE q.id = r.id AND q.attempt = r.attempt AND q.worker_id = $3
               AND q.status = 'LEASED'
-            RETURNING q.id, q.job_type, q.organization_id, q.payload, q.attempt, q.status,
-                      q.workflow_step_id, q.last_error_code, q.last_error_message
-        ),
-        -- A step job's step fails with it (read below, so that it runs).
-        finished AS (
-            SELECT runledger.finish_step_jobs(
-                array_agg(workflow_step_id), array_agg(status), array_agg(NULL::jsonb),
-                array_agg(last_error_code), array_agg(last_error_message)
-            )
-            FROM refused
+            RETURNING q.id, q.job_type, q.organization_id, q.payload, q.attempt,
+                      q.last_error_code, q.last_error_message
         ),
         letter AS (
             INSERT INTO runledger.job_dead_letters (
@@ -471,7 +463,6 @@ async fn refuse_unreadable(
         SELECT id, 'DEAD_LETTERED', attempt,
                jsonb_build_object('failure_kind', 'TERMINAL', 'error_code', last_error_code)
         FROM refused
-        WHERE (SELECT count(*) FROM finished) >= 0
         "#,
         &ids,
         &attempts,
@@ -755,15 +746,7 @@ pub async fn complete_job_failure<'e>(
             FROM decided d
             WHERE q.id = d.id
             RETURNING q.id, q.job_type, q.organization_id, q.payload, q.attempt, q.status,
-                      q.next_run_at, q.leased_at, q.started_at, q.workflow_step_id
-        ),
-        -- A dead-lettered step job's step fails with it (read below, so that it runs).
-        finished AS (
-            SELECT runledger.finish_step_jobs(
-                array_agg(workflow_step_id), array_agg(status), array_agg(NULL::jsonb),
-                array_agg($5::text), array_agg($6::text)
-            )
-            FROM updated
+                      q.next_run_at, q.leased_at, q.started_at
         ),
         attempt_row AS (
             INSERT INTO runledger.job_attempts (
@@ -793,7 +776,6 @@ pub async fn complete_job_failure<'e>(
             FROM updated
         )
         SELECT status AS "status!: JobStatus", next_run_at AS "next_run_at!" FROM updated
-        WHERE (SELECT count(*) FROM finished) >= 0
         "#,
         lease.job_id.0,
         lease.attempt,
