@@ -1,6 +1,7 @@
 //! Workflow runs: enqueue, cancellation, external gates and reads. Release of dependents runs
-//! inside PostgreSQL (see `migrations/202611300002_workflow_engine.sql`), triggered by the step
-//! jobs' own status changes, so it commits atomically with every job completion path.
+//! inside PostgreSQL (the `workflow_*` functions in `migrations/`), called by the writes that end
+//! step jobs (the batch of successes, and a row trigger for dead letters and cancellations), so
+//! it commits atomically with every job completion path.
 
 use std::collections::{HashMap, HashSet};
 
