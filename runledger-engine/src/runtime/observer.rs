@@ -291,12 +291,13 @@ impl JobLifecycleObservers {
         (wired, Some(handle))
     }
 
-    /// Queues an event without waiting; drops it when the queue is full.
-    pub(crate) fn emit(&self, event: LifecycleEvent) {
+    /// Queues the event `event` builds, without waiting; drops it when the queue is full. With
+    /// no observer wired, the event is not built at all: the hot path clones nothing for it.
+    pub(crate) fn emit(&self, event: impl FnOnce() -> LifecycleEvent) {
         let Some(sender) = &self.sender else {
             return;
         };
-        if sender.try_send(event).is_err() {
+        if sender.try_send(event()).is_err() {
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             if dropped.is_power_of_two() {
                 tracing::warn!(dropped, "lifecycle observer queue full; events dropped");

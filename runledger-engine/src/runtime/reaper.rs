@@ -108,9 +108,8 @@ impl Reaper {
                 }
                 crate::runtime::metrics::lease_reaped(&lease.job_type, &lease.queue, dead_lettered);
                 tracing::warn!(job.id = %lease.job_id, job.r#type = %lease.job_type, worker = %lease.worker_id, status = %lease.status, "reaped an expired lease");
-                self.observers.emit(LifecycleEvent::LeaseReaped(
-                    JobLeaseReapedEvent::from_reaped(lease),
-                ));
+                self.observers
+                    .emit(|| LifecycleEvent::LeaseReaped(JobLeaseReapedEvent::from_reaped(lease)));
             }
             if (reaped.len() as i64) < self.config.batch_size {
                 return Ok(pass);

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::{Backoff, Finished, Inner, PassOutcome, PassedJob};
+use super::{Backoff, Finished, Inner, JobIds, PassOutcome, PassedJob};
 use crate::core::jobs::limits::check_json;
 use crate::core::jobs::{JobFailure, JobId, JobStatus};
 use crate::postgres::Error;
@@ -34,7 +34,7 @@ use crate::runtime::tasks::TaskSpawner;
 /// How a batch statement ended.
 enum Written {
     /// Committed; the ids of the rows whose lease still held.
-    Committed(HashSet<JobId>),
+    Committed(HashSet<JobId, JobIds>),
     /// Refused for a reason other than a lost connection (a row PostgreSQL cannot take).
     Refused(Error),
     /// The database stayed unreachable until the lease ran out or the hard stop fired.
@@ -270,19 +270,17 @@ impl Inner {
             );
         }
         self.untrack(done.job.job_id);
-        self.metrics
-            .job(&done.job.job_type, &done.queue)
-            .succeeded();
-        let passed = PassedJob {
-            job: done.job.clone(),
-            outcome: PassOutcome::Succeeded,
-        };
-        self.observers
-            .emit(LifecycleEvent::Succeeded(JobSucceededEvent {
-                job: done.job,
+        done.metrics.succeeded();
+        self.observers.emit(|| {
+            LifecycleEvent::Succeeded(JobSucceededEvent {
+                job: done.job.clone(),
                 duration: done.duration,
-            }));
-        passed
+            })
+        });
+        PassedJob {
+            job: done.job,
+            outcome: PassOutcome::Succeeded,
+        }
     }
 
     pub(super) fn report_not_recorded(
@@ -292,18 +290,17 @@ impl Inner {
         operation: JobCompletionPersistenceOperation,
     ) -> PassedJob {
         self.untrack(done.job.job_id);
-        let passed = PassedJob {
-            job: done.job.clone(),
-            outcome: PassOutcome::NotRecorded,
-        };
-        self.observers.emit(LifecycleEvent::PersistFailed(
-            JobCompletionPersistFailedEvent {
-                job: done.job,
+        self.observers.emit(|| {
+            LifecycleEvent::PersistFailed(JobCompletionPersistFailedEvent {
+                job: done.job.clone(),
                 operation,
                 error_code: code.to_owned(),
-            },
-        ));
-        passed
+            })
+        });
+        PassedJob {
+            job: done.job,
+            outcome: PassOutcome::NotRecorded,
+        }
     }
 
     async fn already_succeeded(&self, job: &ObservedJob) -> bool {
@@ -349,28 +346,25 @@ impl Inner {
             Ok(disposition) => {
                 tracing::info!(code = %failure.code, kind = %failure.kind, ?disposition, "job attempt failed");
                 self.untrack(done.job.job_id);
-                self.metrics
-                    .job(&done.job.job_type, &done.queue)
-                    .failed(&disposition);
-                let passed = PassedJob {
-                    job: done.job.clone(),
+                done.metrics.failed(&disposition);
+                self.observers.emit(|| {
+                    LifecycleEvent::Failed(JobFailedEvent {
+                        job: done.job.clone(),
+                        kind: failure.kind,
+                        code: failure.code.clone(),
+                        message: failure.message.clone(),
+                        disposition,
+                    })
+                });
+                PassedJob {
+                    job: done.job,
                     outcome: PassOutcome::Failed {
                         kind: failure.kind,
                         code: failure.code.clone(),
                         message: failure.message.clone(),
                         disposition,
                     },
-                };
-                if let Err(failure) = done.outcome {
-                    self.observers.emit(LifecycleEvent::Failed(JobFailedEvent {
-                        job: done.job,
-                        kind: failure.kind,
-                        code: failure.code,
-                        message: failure.message,
-                        disposition,
-                    }));
                 }
-                passed
             }
             Err(err) => {
                 tracing::warn!(code = err.code(), error = %err.internal_message(), "failure not recorded");

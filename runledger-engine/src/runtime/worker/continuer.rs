@@ -101,20 +101,20 @@ impl Inner {
         next_run_at: chrono::DateTime<chrono::Utc>,
     ) -> PassedJob {
         self.untrack(done.job.job_id);
-        let passed = PassedJob {
-            job: done.job.clone(),
+        self.observers.emit(|| {
+            LifecycleEvent::Continued(JobContinuedEvent {
+                job: done.job.clone(),
+                duration: done.duration,
+                run_number,
+                next_run_at,
+            })
+        });
+        PassedJob {
+            job: done.job,
             outcome: PassOutcome::Continued {
                 run_number,
                 next_run_at,
             },
-        };
-        self.observers
-            .emit(LifecycleEvent::Continued(JobContinuedEvent {
-                job: done.job,
-                duration: done.duration,
-                run_number,
-                next_run_at,
-            }));
-        passed
+        }
     }
 }

@@ -37,12 +37,12 @@ impl Inner {
         hard_stop: CancellationToken,
     ) -> Option<Finished> {
         let observed = ObservedJob::from_claimed(&job);
-        self.observers
-            .emit(LifecycleEvent::Running(JobRunningEvent {
+        self.observers.emit(|| {
+            LifecycleEvent::Running(JobRunningEvent {
                 job: observed.clone(),
-            }));
+            })
+        });
         let metrics = self.metrics.job(&job.job_type, &job.queue);
-        let queue = job.queue.clone();
         metrics.started(&job);
         let started = Instant::now();
         let job_id = job.id;
@@ -81,9 +81,7 @@ impl Inner {
                 self.untrack(observed.job_id);
                 tracing::warn!("lease lost; handler stopped");
                 self.observers
-                    .emit(LifecycleEvent::LeaseLost(JobLeaseLostEvent {
-                        job: observed,
-                    }));
+                    .emit(|| LifecycleEvent::LeaseLost(JobLeaseLostEvent { job: observed }));
                 return None;
             }
             Outcome::Aborted => {
@@ -94,7 +92,7 @@ impl Inner {
         };
         Some(Finished {
             job: observed,
-            queue,
+            metrics,
             outcome,
             duration,
             permit: None,
