@@ -608,6 +608,53 @@ mod tests {
     }
 
     #[test]
+    fn a_cycle_names_its_first_step_in_key_order_and_a_wide_fan_in_is_no_cycle() {
+        let payload = json!({});
+        let meta = json!({});
+        // c -> b -> a -> c is a cycle; d waits behind it.
+        let cycle = WorkflowDagBuilder::new("t", &meta)
+            .job("d", "j", &payload)
+            .unwrap()
+            .job("c", "j", &payload)
+            .unwrap()
+            .job("b", "j", &payload)
+            .unwrap()
+            .job("a", "j", &payload)
+            .unwrap()
+            .after_success("d", ["c"])
+            .unwrap()
+            .after_success("c", ["b"])
+            .unwrap()
+            .after_success("b", ["a"])
+            .unwrap()
+            .after_success("a", ["c"])
+            .unwrap();
+        match cycle.try_build() {
+            Err(WorkflowValidationError::Cycle { step_key }) => assert_eq!(step_key, "a"),
+            other => panic!("expected a cycle, got {other:?}"),
+        }
+        let keys: Vec<String> = (0..2_000).map(|n| format!("mid-{n}")).collect();
+        let mut wide = WorkflowDagBuilder::new("t", &meta)
+            .job("start", "j", &payload)
+            .unwrap()
+            .job("end", "j", &payload)
+            .unwrap();
+        for key in &keys {
+            wide = wide
+                .job(key, "j", &payload)
+                .unwrap()
+                .after_success(key, ["start"])
+                .unwrap();
+        }
+        let wide = wide
+            .after_success("end", keys.iter().map(String::as_str))
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(step(&wide, "end").dependencies.len(), 2_000);
+    }
+
+    #[test]
     fn blank_idempotency_key_is_deferred_to_build() {
         let meta = json!({});
         let payload = json!({});

@@ -2,7 +2,7 @@
 //! `enqueue_workflow_run` persists.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -315,9 +315,11 @@ impl WorkflowRunEnqueue<'_> {
         })?;
         validate_steps(&BTreeSet::new(), &self.steps)?;
         check_step_organizations(self.organization_id, &self.steps)?;
-        let keys: BTreeSet<&str> = self.steps.iter().map(|s| s.step_key.as_str()).collect();
         if let Some(result) = &self.result_step
-            && !keys.contains(result.as_str())
+            && !self
+                .steps
+                .iter()
+                .any(|s| s.step_key.as_str() == result.as_str())
         {
             return Err(WorkflowValidationError::UnknownResultStep {
                 step_key: result.to_string(),
@@ -505,17 +507,20 @@ pub fn validate_steps(
     if steps.is_empty() {
         return Err(WorkflowValidationError::EmptyWorkflow);
     }
-    let mut keys = existing.clone();
-    for step in steps {
+    // Each new step's position, by key: the edges below are checked and walked through it, so
+    // that a fan-in of a thousand prerequisites costs a thousand hash lookups.
+    let mut positions: HashMap<&str, usize> = HashMap::with_capacity(steps.len());
+    for (position, step) in steps.iter().enumerate() {
         step.validate()?;
-        if !keys.insert(step.step_key.as_str()) {
+        let key = step.step_key.as_str();
+        if existing.contains(key) || positions.insert(key, position).is_some() {
             return Err(WorkflowValidationError::DuplicateStepKey {
-                step_key: step.step_key.to_string(),
+                step_key: key.to_owned(),
             });
         }
     }
     for step in steps {
-        let mut seen = BTreeSet::new();
+        let mut seen = HashSet::new();
         for dependency in &step.dependencies {
             let prerequisite = dependency.prerequisite.as_str();
             if prerequisite == step.step_key.as_str() {
@@ -523,7 +528,7 @@ pub fn validate_steps(
                     step_key: step.step_key.to_string(),
                 });
             }
-            if !keys.contains(prerequisite) {
+            if !positions.contains_key(prerequisite) && !existing.contains(prerequisite) {
                 return Err(WorkflowValidationError::UnknownPrerequisite {
                     step_key: step.step_key.to_string(),
                     prerequisite: prerequisite.to_owned(),
@@ -537,62 +542,49 @@ pub fn validate_steps(
             }
         }
     }
-    check_acyclic(existing, steps)
+    check_acyclic(&positions, steps)
 }
 
-/// Kahn's algorithm over the new steps (edges to existing steps cannot close a cycle);
-/// reports a step left on a cycle.
+/// Kahn's algorithm over the new steps, by position (`positions` maps each new key to it; edges
+/// to existing steps cannot close a cycle); reports the first key, in key order, of the steps
+/// left on or behind a cycle.
 fn check_acyclic(
-    existing: &BTreeSet<&str>,
+    positions: &HashMap<&str, usize>,
     steps: &[WorkflowStepEnqueue<'_>],
 ) -> Result<(), WorkflowValidationError> {
-    let internal = |step: &WorkflowStepEnqueue<'_>| {
-        step.dependencies
-            .iter()
-            .filter(|d| !existing.contains(d.prerequisite.as_str()))
-            .count()
-    };
-    let mut pending: BTreeMap<&str, usize> = steps
-        .iter()
-        .map(|s| (s.step_key.as_str(), internal(s)))
-        .collect();
-    let mut dependents: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for step in steps {
-        for dependency in step
-            .dependencies
-            .iter()
-            .filter(|d| !existing.contains(d.prerequisite.as_str()))
-        {
-            dependents
-                .entry(dependency.prerequisite.as_str())
-                .or_default()
-                .push(step.step_key.as_str());
+    let mut pending = vec![0_usize; steps.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
+    for (position, step) in steps.iter().enumerate() {
+        for dependency in &step.dependencies {
+            if let Some(&prerequisite) = positions.get(dependency.prerequisite.as_str()) {
+                pending[position] += 1;
+                dependents[prerequisite].push(position);
+            }
         }
     }
-    let mut ready: Vec<&str> = pending
-        .iter()
-        .filter(|(_, count)| **count == 0)
-        .map(|(key, _)| *key)
+    let mut ready: Vec<usize> = (0..steps.len())
+        .filter(|&position| pending[position] == 0)
         .collect();
     let mut done = 0;
-    while let Some(key) = ready.pop() {
+    while let Some(position) = ready.pop() {
         done += 1;
-        for dependent in dependents.get(key).into_iter().flatten() {
-            if let Some(count) = pending.get_mut(dependent) {
-                *count -= 1;
-                if *count == 0 {
-                    ready.push(dependent);
-                }
+        for &dependent in &dependents[position] {
+            pending[dependent] -= 1;
+            if pending[dependent] == 0 {
+                ready.push(dependent);
             }
         }
     }
     if done == steps.len() {
         return Ok(());
     }
-    let on_cycle = pending
+    let on_cycle = steps
         .iter()
-        .find(|(_, count)| **count > 0)
-        .map(|(key, _)| (*key).to_owned())
-        .unwrap_or_default();
+        .zip(&pending)
+        .filter(|(_, count)| **count > 0)
+        .map(|(step, _)| step.step_key.as_str())
+        .min()
+        .unwrap_or_default()
+        .to_owned();
     Err(WorkflowValidationError::Cycle { step_key: on_cycle })
 }
