@@ -1293,6 +1293,90 @@ async fn a_fan_out_release_writes_each_released_step_once_and_gives_it_its_job(p
     }
 }
 
+/// The step table's updates and heap-only updates in the current transaction.
+async fn step_updates(tx: &mut sqlx::PgConnection) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables \
+         WHERE schemaname = 'runledger' AND relname = 'workflow_steps'",
+    )
+    .fetch_one(tx)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_fan_out_releases_and_finishes_its_steps_without_new_index_entries(pool: PgPool) {
+    use runledger_engine::postgres::jobs::{
+        ClaimRequest, JobSuccess, claim_jobs, complete_jobs_success,
+    };
+
+    // Wide enough to fill pages: at the default fill a page holds about 49 step rows and the
+    // updates of all but the last page's had to move to other pages, with new index entries.
+    const WIDTH: usize = 300;
+    crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
+    let (meta, keys) = (json!({}), middle_keys(WIDTH));
+    enqueue_workflow_run(&pool, &fan_out_run(&meta, &keys))
+        .await
+        .unwrap();
+    let claim = |limit| {
+        let pool = pool.clone();
+        async move {
+            claim_jobs(
+                &pool,
+                &ClaimRequest::new("w-hot", limit, Duration::from_secs(60)),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let successes = |jobs: &[runledger_engine::postgres::jobs::ClaimedJob]| -> Vec<JobSuccess> {
+        jobs.iter()
+            .map(|job| JobSuccess {
+                job_id: job.id,
+                attempt: job.attempt,
+                output: None,
+                progress: None,
+            })
+            .collect()
+    };
+
+    // Each write runs in a transaction of its own, so that the counts are its own.
+    let write = async |jobs: Vec<runledger_engine::postgres::jobs::ClaimedJob>| {
+        let mut tx = pool.begin().await.unwrap();
+        let before = step_updates(&mut tx).await;
+        let done = complete_jobs_success(&mut *tx, "w-hot", &successes(&jobs))
+            .await
+            .unwrap();
+        assert_eq!(done.len(), jobs.len());
+        let after = step_updates(&mut tx).await;
+        tx.commit().await.unwrap();
+        (after.0 - before.0, after.1 - before.1)
+    };
+
+    let start = claim(10).await;
+    assert_eq!(start.len(), 1);
+    let (updated, in_place) = write(start).await;
+    assert_eq!(
+        updated,
+        1 + WIDTH as i64,
+        "the first step and its released dependents"
+    );
+    assert_eq!(
+        in_place, updated,
+        "every release update stays on its row's page"
+    );
+
+    let middle = claim(WIDTH as i64).await;
+    assert_eq!(middle.len(), WIDTH);
+    let (updated, in_place) = write(middle).await;
+    // The middle steps finished and the last one counted down (and released).
+    assert_eq!(updated, WIDTH as i64 + 1);
+    assert_eq!(
+        in_place, updated,
+        "every finish update stays on its row's page"
+    );
+}
+
 /// The keys of a run's steps stored as `ENQUEUED` (released, their job not finished), sorted.
 async fn enqueued_steps(pool: &PgPool, run: WorkflowRunId) -> Vec<String> {
     sqlx::query_scalar(
