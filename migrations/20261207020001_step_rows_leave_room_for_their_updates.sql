@@ -2,13 +2,14 @@
 -- (BLOCKED to ENQUEUED, with their job's id and their counter) and when they finish. None of
 -- those updates changes an indexed column, so each can be a heap-only update that writes no
 -- index entry, if the new version fits on the row's page. Pages filled to the brim at the
--- enqueue left no room: every release and every finish wrote a new entry into both indexes of
--- the table (the primary key and the unique run and key), with the unique check that comes with
--- the second.
+-- enqueue left no room: in the replay below 2,528 of 40,200 updates were heap-only, and each
+-- of the others wrote a new entry into both indexes of the table (the primary key and the
+-- unique run and key, with its unique check).
 --
 -- A step row is about 165 bytes with its header. At 45% a page takes about 22 of them at the
 -- enqueue and keeps room for a new version of each; the version a release leaves behind is
--- dead once the release commits and is pruned to make room for the finish's. Replayed on the
+-- dead once the release commits and is pruned to make room for the finish's: in the replay
+-- all 40,200 updates were heap-only. Replayed on the
 -- 2-core machine of docs/benchmarks.md (the release of the 1,000 middle steps of a
 -- 1 -> 1,000 -> 1 run, then their completion in batches of 128, 20 runs each, alternated):
 --
