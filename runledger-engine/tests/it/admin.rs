@@ -306,6 +306,43 @@ async fn cancel_of_a_workflow_step_job_is_refused(pool: PgPool) {
     assert!(event_types(&pool, job_id).await.is_empty());
 }
 
+/// A run's jobs are found through its steps, also a job whose id is not its step's (as for a
+/// step released before step jobs took their steps' ids): the job list filters and searches
+/// by run, and a run's cancellation ends it.
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_runs_jobs_are_found_through_its_steps_whatever_their_ids(pool: PgPool) {
+    use runledger_engine::postgres::jobs::{
+        JobListFilter, WorkflowRunHandleScope, cancel_workflow_run, count_jobs, list_jobs,
+    };
+
+    let job_id = one_job(&pool).await;
+    let other = one_job(&pool).await;
+    let (run_id, step_id) = attach_to_workflow(&pool, job_id).await;
+    assert_ne!(job_id.0, step_id, "the job keeps an id of its own");
+    let run = WorkflowRunId(run_id);
+
+    let by_run = JobListFilter::new().workflow_run_id(run);
+    let listed = list_jobs(&pool, &by_run).await.unwrap();
+    assert_eq!(
+        listed.jobs.iter().map(|job| job.id).collect::<Vec<_>>(),
+        vec![job_id]
+    );
+    assert_eq!(count_jobs(&pool, &by_run, None).await.unwrap(), 1);
+    let searched = JobListFilter::new().search(run_id.to_string());
+    let found = list_jobs(&pool, &searched).await.unwrap();
+    assert_eq!(
+        found.jobs.iter().map(|job| job.id).collect::<Vec<_>>(),
+        vec![job_id]
+    );
+    assert_eq!(count_jobs(&pool, &searched, None).await.unwrap(), 1);
+
+    cancel_workflow_run(&pool, run, WorkflowRunHandleScope::Admin)
+        .await
+        .unwrap();
+    assert_eq!(job(&pool, job_id).await.status, JobStatus::Canceled);
+    assert_eq!(job(&pool, other).await.status, JobStatus::Pending);
+}
+
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn reaper_retries_an_expired_lease_that_has_attempts_left(pool: PgPool) {
     let job_id = one_job(&pool).await;

@@ -300,8 +300,10 @@ pub async fn list_jobs<'e>(
           AND ($6::text IS NULL OR job_type IN (
                 SELECT d.job_type FROM runledger.job_definitions d
                 WHERE strpos(lower(d.job_type), lower($6)) > 0))
-          AND ($7::uuid IS NULL OR workflow_run_id = $7)
-          AND ($8::uuid IS NULL OR id = $8 OR workflow_run_id = $8)
+          AND ($7::uuid IS NULL OR id = ANY (ARRAY(
+                SELECT s.job_id FROM runledger.workflow_steps s WHERE s.workflow_run_id = $7)))
+          AND ($8::uuid IS NULL OR id = $8 OR id = ANY (ARRAY(
+                SELECT s.job_id FROM runledger.workflow_steps s WHERE s.workflow_run_id = $8)))
           AND ($9::text IS NULL OR idempotency_key = $9 OR last_error_code = $9)
         ORDER BY id DESC
         LIMIT $5
@@ -359,8 +361,10 @@ pub async fn count_jobs<'e>(
               AND ($4::text IS NULL OR job_type IN (
                     SELECT d.job_type FROM runledger.job_definitions d
                     WHERE strpos(lower(d.job_type), lower($4)) > 0))
-              AND ($5::uuid IS NULL OR workflow_run_id = $5)
-              AND ($6::uuid IS NULL OR id = $6 OR workflow_run_id = $6)
+              AND ($5::uuid IS NULL OR id = ANY (ARRAY(
+                    SELECT s.job_id FROM runledger.workflow_steps s WHERE s.workflow_run_id = $5)))
+              AND ($6::uuid IS NULL OR id = $6 OR id = ANY (ARRAY(
+                    SELECT s.job_id FROM runledger.workflow_steps s WHERE s.workflow_run_id = $6)))
               AND ($7::text IS NULL OR idempotency_key = $7 OR last_error_code = $7)
             LIMIT $8
         ) AS matching
