@@ -1,23 +1,26 @@
 -- Step rows are written three times: inserted with their run, updated when they are released
 -- (BLOCKED to ENQUEUED, with their job's id and their counter) and when they finish. None of
 -- those updates changes an indexed column, so each can be a heap-only update that writes no
--- index entry, if the new version fits on the row's page. Pages filled to the brim at the
--- enqueue left no room: in the replay below 2,528 of 40,200 updates were heap-only, and each
--- of the others wrote a new entry into both indexes of the table (the primary key and the
--- unique run and key, with its unique check).
+-- index entry, if the new version fits on the row's page. An update that is not heap-only
+-- writes a new entry into both indexes of the table (the primary key and the unique run and
+-- key, with its unique check) and leaves its old version and entries behind.
 --
--- A step row is about 165 bytes with its header. At 45% a page takes about 22 of them at the
--- enqueue and keeps room for a new version of each; the version a release leaves behind is
--- dead once the release commits and is pruned to make room for the finish's: in the replay
--- all 40,200 updates were heap-only. Replayed on the
--- 2-core machine of docs/benchmarks.md (the release of the 1,000 middle steps of a
--- 1 -> 1,000 -> 1 run, then their completion in batches of 128, 20 runs each, alternated):
+-- At 50% (20261204090002_workflow_steps_off_the_claim_path) a page kept room for one more
+-- version of each row: the release's. The finish's fitted only once the release's old
+-- versions had been pruned, which any transaction open in the database since the release
+-- prevents (a long report, a dump, a session idle in a transaction), and then the finishes of
+-- a wide run were not heap-only. At 30% a page keeps room for two more versions of each row,
+-- so both updates stay on the page whether or not anything can be pruned.
 --
--- | fillfactor | release | WAL of the release | completions | their WAL |
+-- Replayed on the 2-core machine of docs/benchmarks.md with nothing holding the horizon back
+-- (the release of the 1,000 middle steps of a 1 -> 1,000 -> 1 run, then their completion in
+-- batches of 128, 20 runs; three alternated replays of each):
+--
+-- | fillfactor | heap-only updates | WAL of the releases | WAL of the completions | pages |
 -- |---|---|---|---|---|
--- | 100 | 16.1 to 16.3 ms | 1,128 kB | 16.4 to 16.8 ms | 410 kB |
--- | 45  | 11.6 to 11.9 ms | 762 to 770 kB | 12.4 to 13.2 ms | 153 kB |
+-- | 50 | 37,533 to 37,538 of 40,200 | 865 to 868 kB a run | 169 to 170 kB a run | 856 |
+-- | 30 | 40,200 of 40,200 | 786 kB a run | 148 kB a run | 1,253 |
 --
--- The table takes about twice the pages; retention deletes finished runs' steps as before.
--- Pages already written keep the old fill.
-ALTER TABLE runledger.workflow_steps SET (fillfactor = 45);
+-- The times of both were within the machine's noise (releases 13.7 to 17.5 ms against 13.6
+-- to 14.5). Pages already written keep their fill.
+ALTER TABLE runledger.workflow_steps SET (fillfactor = 30);

@@ -1310,8 +1310,7 @@ async fn a_fan_out_releases_and_finishes_its_steps_without_new_index_entries(poo
         ClaimRequest, JobSuccess, claim_jobs, complete_jobs_success,
     };
 
-    // Wide enough to fill pages: at the default fill a page holds about 49 step rows and the
-    // updates of all but the last page's had to move to other pages, with new index entries.
+    // Wide enough to fill many pages.
     const WIDTH: usize = 300;
     crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
     let (meta, keys) = (json!({}), middle_keys(WIDTH));
@@ -1353,6 +1352,19 @@ async fn a_fan_out_releases_and_finishes_its_steps_without_new_index_entries(poo
         (after.0 - before.0, after.1 - before.1)
     };
 
+    // A transaction open from before the release to after the finishes (a long report, say)
+    // keeps the release's old row versions from being pruned: the finishes must fit beside
+    // them.
+    let mut horizon = pool.begin().await.unwrap();
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *horizon)
+        .await
+        .unwrap();
+    sqlx::query("SELECT count(*) FROM runledger.workflow_runs")
+        .execute(&mut *horizon)
+        .await
+        .unwrap();
+
     let start = claim(10).await;
     assert_eq!(start.len(), 1);
     let (updated, in_place) = write(start).await;
@@ -1375,6 +1387,7 @@ async fn a_fan_out_releases_and_finishes_its_steps_without_new_index_entries(poo
         in_place, updated,
         "every finish update stays on its row's page"
     );
+    horizon.rollback().await.unwrap();
 }
 
 /// The keys of a run's steps stored as `ENQUEUED` (released, their job not finished), sorted.
