@@ -786,11 +786,16 @@ pub async fn list_workflow_steps<'e>(
                s.job_id AS "job_id: JobId",
                runledger.readable_json(s.output, 'job.output_invalid') AS output,
                s.status_reason, s.last_error_code, s.finished_at,
-               coalesce(array_agg(p.step_key ORDER BY p.step_key) FILTER (WHERE p.id IS NOT NULL), '{}') AS "prerequisites!: Vec<String>",
-               coalesce(array_agg(d.condition ORDER BY p.step_key) FILTER (WHERE p.id IS NOT NULL), '{}') AS "conditions!: Vec<String>"
+               coalesce(array_agg(e.step_key ORDER BY e.step_key) FILTER (WHERE e.step_key IS NOT NULL), '{}') AS "prerequisites!: Vec<String>",
+               coalesce(array_agg(e.condition ORDER BY e.step_key) FILTER (WHERE e.step_key IS NOT NULL), '{}') AS "conditions!: Vec<String>"
         FROM runledger.workflow_steps s
-        LEFT JOIN runledger.workflow_step_dependencies d ON d.step_id = s.id
-        LEFT JOIN runledger.workflow_steps p ON p.id = d.depends_on_step_id
+        -- The run's edges, found from their prerequisites (the edges' key leads with them).
+        LEFT JOIN (
+            SELECT d.step_id, d.condition, p.step_key
+            FROM runledger.workflow_steps p
+            JOIN runledger.workflow_step_dependencies d ON d.depends_on_step_id = p.id
+            WHERE p.workflow_run_id = $1
+        ) e ON e.step_id = s.id
         WHERE s.workflow_run_id = $1
           AND EXISTS (
               SELECT 1 FROM runledger.workflow_runs w
@@ -838,9 +843,12 @@ pub async fn get_prerequisite_output<'e>(
     let row = sqlx::query!(
         r#"
         SELECT runledger.readable_json(p.output, 'job.output_invalid') AS output
-        FROM runledger.workflow_step_dependencies d
-        JOIN runledger.workflow_steps p ON p.id = d.depends_on_step_id
-        WHERE d.step_id = $1 AND p.step_key = $2
+        FROM runledger.workflow_steps s
+        JOIN runledger.workflow_steps p
+          ON p.workflow_run_id = s.workflow_run_id AND p.step_key = $2
+        JOIN runledger.workflow_step_dependencies d
+          ON d.depends_on_step_id = p.id AND d.step_id = s.id
+        WHERE s.id = $1
         "#,
         step_id.0,
         prerequisite,
