@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 
 use crate::support::{
-    DefinitionOpts, claim, claim_one, define, expire_lease, fast_config, handler,
+    DefinitionOpts, claim, claim_one, define, expire_lease, fast_config, handler, successes_of,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -1253,25 +1253,17 @@ async fn a_fan_out_release_writes_each_released_step_once_and_gives_it_its_job(p
     assert_eq!(start.len(), 1, "only the first step is released at enqueue");
 
     // Counted within one transaction (the backend's counts may still hold earlier ones).
-    let updates = "SELECT n_tup_upd FROM pg_stat_xact_user_tables \
-                   WHERE schemaname = 'runledger' AND relname = 'workflow_steps'";
     let mut tx = pool.begin().await.unwrap();
-    let before: i64 = sqlx::query_scalar(updates)
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
+    let (before, _) = step_updates(&mut tx).await;
     complete_job_success(&mut *tx, &start[0].lease(), None)
         .await
         .unwrap();
-    let after: i64 = sqlx::query_scalar(updates)
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
+    let (after, _) = step_updates(&mut tx).await;
     tx.commit().await.unwrap();
-    let step_updates = after - before;
+    let updated = after - before;
     // The first step finished (one row) and each middle step released (one row each): no
     // second write of a released step.
-    assert_eq!(step_updates, 1 + WIDTH as i64);
+    assert_eq!(updated, 1 + WIDTH as i64);
 
     let linked: Vec<(String, String, bool)> = sqlx::query_as(
         "SELECT s.step_key, s.status, j.id IS NOT NULL AND j.status = 'PENDING' \
@@ -1306,44 +1298,21 @@ async fn step_updates(tx: &mut sqlx::PgConnection) -> (i64, i64) {
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn a_fan_out_releases_and_finishes_its_steps_without_new_index_entries(pool: PgPool) {
-    use runledger_engine::postgres::jobs::{
-        ClaimRequest, JobSuccess, claim_jobs, complete_jobs_success,
-    };
+    use runledger_engine::postgres::jobs::complete_jobs_success;
 
     // Wide enough to fill many pages.
     const WIDTH: usize = 300;
-    crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
+    define(&pool, "wf.step", DefinitionOpts::default()).await;
     let (meta, keys) = (json!({}), middle_keys(WIDTH));
     enqueue_workflow_run(&pool, &fan_out_run(&meta, &keys))
         .await
         .unwrap();
-    let claim = |limit| {
-        let pool = pool.clone();
-        async move {
-            claim_jobs(
-                &pool,
-                &ClaimRequest::new("w-hot", limit, Duration::from_secs(60)),
-            )
-            .await
-            .unwrap()
-        }
-    };
-    let successes = |jobs: &[runledger_engine::postgres::jobs::ClaimedJob]| -> Vec<JobSuccess> {
-        jobs.iter()
-            .map(|job| JobSuccess {
-                job_id: job.id,
-                attempt: job.attempt,
-                output: None,
-                progress: None,
-            })
-            .collect()
-    };
 
     // Each write runs in a transaction of its own, so that the counts are its own.
     let write = async |jobs: Vec<runledger_engine::postgres::jobs::ClaimedJob>| {
         let mut tx = pool.begin().await.unwrap();
         let before = step_updates(&mut tx).await;
-        let done = complete_jobs_success(&mut *tx, "w-hot", &successes(&jobs))
+        let done = complete_jobs_success(&mut *tx, "w-hot", &successes_of(&jobs))
             .await
             .unwrap();
         assert_eq!(done.len(), jobs.len());
@@ -1365,7 +1334,7 @@ async fn a_fan_out_releases_and_finishes_its_steps_without_new_index_entries(poo
         .await
         .unwrap();
 
-    let start = claim(10).await;
+    let start = claim(&pool, "w-hot", 10).await;
     assert_eq!(start.len(), 1);
     let (updated, in_place) = write(start).await;
     assert_eq!(
@@ -1378,7 +1347,7 @@ async fn a_fan_out_releases_and_finishes_its_steps_without_new_index_entries(poo
         "every release update stays on its row's page"
     );
 
-    let middle = claim(WIDTH as i64).await;
+    let middle = claim(&pool, "w-hot", WIDTH as i64).await;
     assert_eq!(middle.len(), WIDTH);
     let (updated, in_place) = write(middle).await;
     // The middle steps finished and the last one counted down (and released).
