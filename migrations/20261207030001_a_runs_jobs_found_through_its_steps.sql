@@ -94,7 +94,7 @@ BEGIN
 END;
 $$;
 
--- Retention: a pruned run's jobs, through its steps (which this function deletes after them).
+-- Retention: a pruned run's jobs and edges, through its steps (which it deletes after them).
 CREATE OR REPLACE FUNCTION runledger.delete_workflow_run_rows() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
@@ -105,10 +105,11 @@ BEGIN
         FROM runledger.workflow_steps s
         JOIN deleted_runs r ON s.workflow_run_id = r.id
     ));
-    -- Every edge joins two steps of one run: the edges into the run's steps are all of them.
+    -- Every edge joins two steps of one run: the edges out of the run's steps are all of them
+    -- (found by prerequisite, the key of 20261207040001_step_edges_keyed_by_their_prerequisite).
     DELETE FROM runledger.workflow_step_dependencies d
     USING runledger.workflow_steps s, deleted_runs r
-    WHERE s.workflow_run_id = r.id AND d.step_id = s.id;
+    WHERE s.workflow_run_id = r.id AND d.depends_on_step_id = s.id;
     DELETE FROM runledger.workflow_steps s
     USING deleted_runs r
     WHERE s.workflow_run_id = r.id;

@@ -55,24 +55,3 @@ BEGIN
     RETURN runledger.workflow_refresh_run(p_run);
 END;
 $$;
-
--- Retention: a pruned run's edges are the edges out of its steps.
-CREATE OR REPLACE FUNCTION runledger.delete_workflow_run_rows() RETURNS trigger
-LANGUAGE plpgsql
-AS $$
-BEGIN
-    DELETE FROM runledger.job_queue q
-    WHERE q.id = ANY (ARRAY(
-        SELECT s.job_id
-        FROM runledger.workflow_steps s
-        JOIN deleted_runs r ON s.workflow_run_id = r.id
-    ));
-    DELETE FROM runledger.workflow_step_dependencies d
-    USING runledger.workflow_steps s, deleted_runs r
-    WHERE s.workflow_run_id = r.id AND d.depends_on_step_id = s.id;
-    DELETE FROM runledger.workflow_steps s
-    USING deleted_runs r
-    WHERE s.workflow_run_id = r.id;
-    RETURN NULL;
-END;
-$$;
