@@ -7,6 +7,7 @@ use sqlx::PgPool;
 
 mod cluster;
 pub mod cpu;
+pub mod successes;
 
 pub use cluster::PrivateCluster;
 

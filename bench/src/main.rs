@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use runledger_bench::cpu::{CpuMeter, CpuSpent, peak_rss};
+use runledger_bench::successes::Successes;
 use runledger_bench::{BoxError, database_url, quantiles};
 use runledger_engine::core::jobs::{JobCompletion, JobContext, JobFailure, JobHandler, JobType};
 use runledger_engine::postgres::jobs::{
@@ -458,29 +459,33 @@ async fn raw_ceiling(pool: &PgPool, meter: &CpuMeter, options: &Options) -> Resu
     Ok(rate)
 }
 
-/// Waits until no job is pending or leased, with a cheap probe on the partial indexes so that
-/// watching does not slow the run down.
+/// Waits until no job is pending or leased, probing every 5 ms. For the measures whose worker
+/// runs in other processes; an in-process worker's jobs are waited for by their count
+/// ([`Successes`]), which costs the server nothing.
 async fn wait_drained(pool: &PgPool) -> Result<(), BoxError> {
-    loop {
-        // Each probe reads the head of one partial index (claimable, gated, leased). A probe of
-        // `status IN ('PENDING', 'LEASED')`, planned from the statistics of the filled table,
-        // scanned the whole table: several milliseconds of the server every 5 ms, taken from
-        // the worker being measured. The ORDER BY of the claim index keeps each probe on it.
-        let busy: bool = sqlx::query_scalar(
-            "SELECT (SELECT id FROM runledger.job_queue WHERE status = 'PENDING' AND NOT gated
-                     ORDER BY priority DESC, next_run_at, id LIMIT 1) IS NOT NULL
-                 OR (SELECT id FROM runledger.job_queue WHERE status = 'PENDING' AND gated
-                     ORDER BY priority DESC, next_run_at, id LIMIT 1) IS NOT NULL
-                 OR (SELECT id FROM runledger.job_queue WHERE status = 'LEASED'
-                     ORDER BY lease_expires_at LIMIT 1) IS NOT NULL",
-        )
-        .fetch_one(pool)
-        .await?;
-        if !busy {
-            return Ok(());
-        }
+    while !drained(pool).await? {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    Ok(())
+}
+
+/// Whether no job is pending or leased.
+async fn drained(pool: &PgPool) -> Result<bool, BoxError> {
+    // Each probe reads the head of one partial index (claimable, gated, leased). A probe of
+    // `status IN ('PENDING', 'LEASED')`, planned from the statistics of the filled table,
+    // scanned the whole table: several milliseconds of the server every 5 ms, taken from the
+    // worker being measured. The ORDER BY of the claim index keeps each probe on it.
+    let busy: bool = sqlx::query_scalar(
+        "SELECT (SELECT id FROM runledger.job_queue WHERE status = 'PENDING' AND NOT gated
+                 ORDER BY priority DESC, next_run_at, id LIMIT 1) IS NOT NULL
+             OR (SELECT id FROM runledger.job_queue WHERE status = 'PENDING' AND gated
+                 ORDER BY priority DESC, next_run_at, id LIMIT 1) IS NOT NULL
+             OR (SELECT id FROM runledger.job_queue WHERE status = 'LEASED'
+                 ORDER BY lease_expires_at LIMIT 1) IS NOT NULL",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(!busy)
 }
 
 /// A Supervisor with `settings` on its own pool drains `jobs` no-op jobs (after `history`
@@ -499,11 +504,13 @@ async fn burn_down(
     let worker_pool = worker_pool(pool, &config).await?;
     let mut registry = JobRegistry::new();
     registry.register(Noop { started: None })?;
+    let successes = Successes::default();
     let (begun, cpu) = (Instant::now(), meter.sample());
     let supervisor = Supervisor::builder(&worker_pool, config)?
         .with_registry(registry)
+        .with_job_lifecycle_observer(successes.clone())
         .build()?;
-    wait_drained(pool).await?;
+    successes.wait_for(jobs, || drained(pool)).await?;
     let rate = Rate::measured(jobs, begun.elapsed(), meter.sample().since(&cpu));
     supervisor
         .shutdown_with_timeout(Duration::from_secs(30))
@@ -681,7 +688,7 @@ async fn run_workflow(
     Ok((begun.elapsed(), enqueued))
 }
 
-/// Waits for the connections just dropped (a result wait's listener, the drain probe's) to be
+/// Waits for the connections just dropped (a result wait's listener) to be
 /// back in their pool: sqlx returns them from background tasks, and a timed phase that asks
 /// before that gets a new connection instead (its acquire took about 90 ms on the 2-core
 /// machine of docs/benchmarks.md), which measures the pool, not the queue.
@@ -705,13 +712,17 @@ async fn fan_out_fan_in(pool: &PgPool) -> Result<(Duration, Duration), BoxError>
     registry.register(Noop { started: None })?;
     let config = Settings::Default.config("bench-fan", Duration::from_millis(100));
     let worker_pool = worker_pool(pool, &config).await?;
+    let successes = Successes::default();
     let supervisor = Supervisor::builder(&worker_pool, config)?
         .with_registry(registry)
+        .with_job_lifecycle_observer(successes.clone())
         .build()?;
 
     let empty = json!({});
     let keys = middle_keys(FAN_OUT);
     let run = fan_out_run(&keys, &empty)?;
+    // Every job the worker runs here succeeds: the successes expected so far.
+    let mut expected = 0;
     // Both timings start from a warm worker: its connections open and the statements of both
     // paths planned. Each connection plans a function's statements the first time it runs
     // them, and the completer's batches take whichever pooled connection is free, so one small
@@ -719,14 +730,17 @@ async fn fan_out_fan_in(pool: &PgPool) -> Result<(Duration, Duration), BoxError>
     // 1.7 times the later ones. [`FAN_OUT_WARM_UPS`] whole workflows run first,
     // spreading those plans over the pool.
     enqueue_batches(pool, 200).await?;
-    wait_drained(pool).await?;
+    expected += 200;
+    successes.wait_for(expected, || drained(pool)).await?;
     for _ in 0..FAN_OUT_WARM_UPS {
         run_workflow(pool, &run).await?;
+        expected += FAN_OUT + 2;
     }
     let (mut fan_outs, mut plains) = (Vec::new(), Vec::new());
     for _ in 0..FAN_OUT_ROUNDS {
         settle_connections().await;
         let (fan_out, enqueue) = run_workflow(pool, &run).await?;
+        expected += FAN_OUT + 2;
         println!(
             "fan-out/fan-in: {:.0} ms (its enqueue {:.0} ms)",
             fan_out.as_secs_f64() * 1e3,
@@ -735,7 +749,8 @@ async fn fan_out_fan_in(pool: &PgPool) -> Result<(Duration, Duration), BoxError>
         settle_connections().await;
         let begun = Instant::now();
         enqueue_batches(pool, FAN_OUT + 2).await?;
-        wait_drained(pool).await?;
+        expected += FAN_OUT + 2;
+        successes.wait_for(expected, || drained(pool)).await?;
         let plain = begun.elapsed();
         println!("plain jobs: {:.0} ms", plain.as_secs_f64() * 1e3);
         fan_outs.push(fan_out);
