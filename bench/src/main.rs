@@ -459,17 +459,8 @@ async fn raw_ceiling(pool: &PgPool, meter: &CpuMeter, options: &Options) -> Resu
     Ok(rate)
 }
 
-/// Waits until no job is pending or leased, probing every 5 ms. For the measures whose worker
-/// runs in other processes; an in-process worker's jobs are waited for by their count
-/// ([`Successes`]), which costs the server nothing.
-async fn wait_drained(pool: &PgPool) -> Result<(), BoxError> {
-    while !drained(pool).await? {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    Ok(())
-}
-
-/// Whether no job is pending or leased.
+/// Whether no job is pending or leased: what a wait for successes asks when their count stands
+/// still.
 async fn drained(pool: &PgPool) -> Result<bool, BoxError> {
     // Each probe reads the head of one partial index (claimable, gated, leased). A probe of
     // `status IN ('PENDING', 'LEASED')`, planned from the statistics of the filled table,
@@ -778,9 +769,10 @@ async fn scale_out(
     reset(pool).await?;
     fill(pool, jobs).await?;
     let workers = start_worker_processes(processes, jobs).await?;
+    let successes = Successes::default();
     let (begun, cpu) = (Instant::now(), meter.sample());
-    let workers = go(workers).await?;
-    wait_drained(pool).await?;
+    let workers = go(workers, &successes).await?;
+    successes.wait_for(jobs, || drained(pool)).await?;
     let elapsed = begun.elapsed();
     finish(workers).await?;
     let rate = Rate::measured(jobs, elapsed, meter.sample().since(&cpu));
@@ -796,8 +788,15 @@ async fn scale_out(
 async fn worker_memory(pool: &PgPool, options: &Options) -> Result<u64, BoxError> {
     reset(pool).await?;
     fill(pool, options.rss_jobs).await?;
-    let workers = go(start_worker_processes(1, options.rss_jobs).await?).await?;
-    wait_drained(pool).await?;
+    let successes = Successes::default();
+    let workers = go(
+        start_worker_processes(1, options.rss_jobs).await?,
+        &successes,
+    )
+    .await?;
+    successes
+        .wait_for(options.rss_jobs, || drained(pool))
+        .await?;
     let reports = finish(workers).await?;
     let rss = reports
         .iter()
@@ -840,24 +839,53 @@ async fn start_worker_processes(count: usize, jobs: usize) -> Result<Vec<WorkerP
     Ok(workers)
 }
 
-/// Tells every worker process to start its Supervisor.
-async fn go(mut workers: Vec<WorkerProcess>) -> Result<Vec<WorkerProcess>, BoxError> {
-    for worker in &mut workers {
-        let stdin = worker.child.stdin.as_mut().ok_or("no stdin")?;
+/// A worker process told to start, and the task reading what it prints.
+struct RunningWorker {
+    child: tokio::process::Child,
+    /// Its lines other than its success counts, once its output ends.
+    reports: tokio::task::JoinHandle<Result<Vec<String>, std::io::Error>>,
+}
+
+/// Tells every worker process to start its Supervisor. The successes each reports committed
+/// add up in `successes`.
+async fn go(
+    workers: Vec<WorkerProcess>,
+    successes: &Successes,
+) -> Result<Vec<RunningWorker>, BoxError> {
+    let mut running = Vec::with_capacity(workers.len());
+    for WorkerProcess {
+        mut child,
+        mut lines,
+    } in workers
+    {
+        let stdin = child.stdin.as_mut().ok_or("no stdin")?;
         stdin.write_all(b"go\n").await?;
         stdin.flush().await?;
+        let successes = successes.clone();
+        let reports = tokio::spawn(async move {
+            let (mut counted, mut reports) = (0, Vec::new());
+            while let Some(line) = lines.next_line().await? {
+                match line.strip_prefix(SUCCEEDED).map(str::parse::<usize>) {
+                    Some(Ok(total)) => {
+                        successes.add(total.saturating_sub(counted));
+                        counted = counted.max(total);
+                    }
+                    _ => reports.push(line),
+                }
+            }
+            Ok(reports)
+        });
+        running.push(RunningWorker { child, reports });
     }
-    Ok(workers)
+    Ok(running)
 }
 
 /// Closes every worker process's input (they shut down) and collects what they printed.
-async fn finish(workers: Vec<WorkerProcess>) -> Result<Vec<String>, BoxError> {
+async fn finish(workers: Vec<RunningWorker>) -> Result<Vec<String>, BoxError> {
     let mut reports = Vec::new();
     for mut worker in workers {
         drop(worker.child.stdin.take());
-        while let Some(line) = worker.lines.next_line().await? {
-            reports.push(line);
-        }
+        reports.extend(worker.reports.await??);
         let status = worker.child.wait().await?;
         if !status.success() {
             return Err(format!("a worker process failed: {status}").into());
@@ -865,6 +893,9 @@ async fn finish(workers: Vec<WorkerProcess>) -> Result<Vec<String>, BoxError> {
     }
     Ok(reports)
 }
+
+/// How a worker process reports the successes it committed so far.
+const SUCCEEDED: &str = "SUCCEEDED ";
 
 fn database_url_of_bench() -> String {
     let url = database_url();
@@ -876,7 +907,8 @@ fn database_url_of_bench() -> String {
 }
 
 /// A worker process: connects, says READY, starts a Supervisor at the default settings on
-/// "go", runs until its input closes, then prints its peak memory.
+/// "go", prints how many successes it committed as that grows (at most once a millisecond),
+/// runs until its input closes, then prints its peak memory.
 async fn worker_process(worker_id: &str) -> Result<(), BoxError> {
     let url = database_url();
     let config = Settings::Default.config(worker_id, Duration::from_millis(100));
@@ -893,10 +925,21 @@ async fn worker_process(worker_id: &str) -> Result<(), BoxError> {
     }
     let mut registry = JobRegistry::new();
     registry.register(Noop { started: None })?;
+    let successes = Successes::default();
     let supervisor = Supervisor::builder(&pool, config)?
         .with_registry(registry)
+        .with_job_lifecycle_observer(successes.clone())
         .build()?;
+    let reporter = tokio::spawn(async move {
+        let mut seen = 0;
+        loop {
+            seen = successes.changed_from(seen).await;
+            println!("{SUCCEEDED}{seen}");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
     while input.next_line().await?.is_some() {}
+    reporter.abort();
     supervisor
         .shutdown_with_timeout(Duration::from_secs(30))
         .await?;

@@ -42,8 +42,28 @@ impl Successes {
         self.0.count.load(Ordering::SeqCst)
     }
 
-    /// Waits until `target` successes were counted. Should the count stand still for
-    /// [`QUIET`] short of it, `drained` decides instead (true: nothing is left to run); the
+    /// Counts `n` more successes (reported by a worker in another process, say).
+    pub fn add(&self, n: usize) {
+        self.0.count.fetch_add(n, Ordering::SeqCst);
+        self.0.changed.notify_waiters();
+    }
+
+    /// Waits until the count is other than `seen`, and returns it.
+    pub async fn changed_from(&self, seen: usize) -> usize {
+        loop {
+            let changed = self.0.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let count = self.count();
+            if count != seen {
+                return count;
+            }
+            changed.await;
+        }
+    }
+
+    /// Waits until `target` successes were counted. Should the count stand still for half a
+    /// second short of it, `drained` decides instead (true: nothing is left to run); the
     /// wait then says so, since its time includes that pause.
     pub async fn wait_for<F, Fut>(&self, target: usize, mut drained: F) -> Result<(), BoxError>
     where
@@ -70,7 +90,6 @@ impl Successes {
 
 impl JobLifecycleObserver for Successes {
     fn on_job_succeeded(&self, _event: &JobSucceededEvent) {
-        self.0.count.fetch_add(1, Ordering::SeqCst);
-        self.0.changed.notify_waiters();
+        self.add(1);
     }
 }
