@@ -679,10 +679,10 @@ async fn run_workflow(
     Ok((begun.elapsed(), enqueued))
 }
 
-/// Waits for the connections just dropped (a result wait's listener) to be
-/// back in their pool: sqlx returns them from background tasks, and a timed phase that asks
-/// before that gets a new connection instead (its acquire took about 90 ms on the 2-core
-/// machine of docs/benchmarks.md), which measures the pool, not the queue.
+/// Waits for the connections just dropped (a result wait's listener) to be back in their
+/// pool: sqlx returns them from background tasks, and a timed phase that asks before that gets
+/// a new connection instead (its acquire took about 90 ms on the 2-core machine of
+/// docs/benchmarks.md), which measures the pool, not the queue.
 async fn settle_connections() {
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
