@@ -16,11 +16,19 @@
 -- * `runledger.workflow_insert_step_jobs`, the one place where a step becomes a job row, adds
 --   the job steps it is given (just marked ENQUEUED) to their runs;
 -- * `runledger.workflow_finish_steps`, under the runs' locks, takes away the steps it finished
---   that had been released: a step's `job_id` is set in the update that releases it and a
+--   that had been released: a step's `job_id` is set by the update that releases it and a
 --   finished step is never released again, so a step it finishes with a job id was active.
 -- A run's cancellation leaves the count as it was: nothing refreshes a canceled run.
--- Should the count ever read zero while a step is active, the refresh finds that step in the
--- reading of the run's steps it does then anyway, and the run stays RUNNING.
+-- Should the count ever read zero or less while a step is active (a release whose call began
+-- before this migration adds nothing), the refresh finds that step in the reading of the
+-- run's steps it does then anyway, and the run stays RUNNING.
+--
+-- `runledger.workflow_release_dependents` is renamed `runledger.workflow_count_down_dependents`
+-- (the same body). A call of `runledger.workflow_finish_steps` that began before this migration
+-- keeps the body it began with, which takes nothing from the count; if it has updated its
+-- steps and waits for its run's row meanwhile, it now fails at the old name, and the worker
+-- writes those completions again, through the new body, instead of leaving its steps counted
+-- as active, which would keep their run RUNNING for good.
 
 ALTER TABLE runledger.workflow_runs ADD COLUMN active_steps integer NOT NULL DEFAULT 0;
 
@@ -246,7 +254,7 @@ BEGIN
             FROM runledger.workflow_steps s
             WHERE s.id = ANY(v_finished) AND s.workflow_run_id = ANY(v_live_runs);
         END IF;
-        PERFORM runledger.workflow_release_dependents(v_live, v_failed);
+        PERFORM runledger.workflow_count_down_dependents(v_live, v_failed);
         FOREACH v_run IN ARRAY v_live_runs LOOP
             PERFORM runledger.workflow_refresh_run(v_run);
         END LOOP;
@@ -254,3 +262,110 @@ BEGIN
     RETURN v_finished;
 END;
 $$;
+
+-- After the steps in p_finished became terminal (those in p_failed without succeeding): counts
+-- down their dependents' prerequisites, releases in the same row update the dependents that
+-- are now free, and cancels (cascading) those whose after_success prerequisite did not succeed.
+CREATE FUNCTION runledger.workflow_count_down_dependents(p_finished uuid[], p_failed uuid[])
+RETURNS void
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET enable_nestloop = off
+SET enable_mergejoin = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_frontier uuid[] := p_finished;
+    v_failed uuid[] := coalesce(p_failed, '{}');
+    v_dependents uuid[];
+    v_done int[];
+    v_bad int[];
+    v_jobs runledger.workflow_steps[];
+    v_doomed uuid[];
+BEGIN
+    WHILE v_frontier IS NOT NULL AND cardinality(v_frontier) > 0 LOOP
+        SELECT array_agg(e.step_id), array_agg(e.done), array_agg(e.bad)
+        INTO v_dependents, v_done, v_bad
+        FROM (
+            SELECT d.step_id,
+                   count(*)::int AS done,
+                   (count(*) FILTER (
+                       WHERE d.condition = 'SUCCESS' AND d.depends_on_step_id = ANY(v_failed)
+                   ))::int AS bad
+            FROM runledger.workflow_step_dependencies d
+            WHERE d.depends_on_step_id = ANY(v_frontier)
+            GROUP BY d.step_id
+        ) e;
+        EXIT WHEN v_dependents IS NULL;
+
+        WITH counted AS (
+            UPDATE runledger.workflow_steps s
+            SET deps_pending = s.deps_pending - e.done,
+                deps_unsatisfied = s.deps_unsatisfied + e.bad,
+                status = CASE WHEN s.deps_pending = e.done AND s.deps_unsatisfied + e.bad = 0
+                              THEN runledger.workflow_released_status(s.step_kind)
+                              ELSE s.status END,
+                job_id = CASE WHEN s.deps_pending = e.done AND s.deps_unsatisfied + e.bad = 0
+                                   AND s.step_kind = 'JOB'
+                              THEN s.id ELSE s.job_id END,
+                updated_at = now()
+            FROM unnest(v_dependents, v_done, v_bad) AS e(step_id, done, bad)
+            WHERE s.id = ANY (v_dependents) AND s.id = e.step_id AND s.status = 'BLOCKED'
+            RETURNING s AS step
+        )
+        SELECT array_agg(step) FILTER (WHERE (step).status = 'ENQUEUED'),
+               array_agg((step).id) FILTER (WHERE (step).deps_pending = 0
+                                             AND (step).deps_unsatisfied > 0)
+        INTO v_jobs, v_doomed
+        FROM counted;
+
+        PERFORM runledger.workflow_insert_step_jobs(v_jobs);
+        PERFORM runledger.workflow_cancel_unsatisfied(v_doomed);
+        -- Canceled steps finished without succeeding: their dependents count them as failed.
+        v_frontier := v_doomed;
+        v_failed := coalesce(v_doomed, '{}');
+    END LOOP;
+END;
+$$;
+
+-- Appended steps settle as before, through the renamed countdown.
+CREATE OR REPLACE FUNCTION runledger.workflow_settle_new_steps(p_run uuid, p_steps uuid[])
+RETURNS text
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_ready uuid[];
+    v_doomed uuid[];
+BEGIN
+    WITH counts AS (
+        SELECT d.step_id,
+               count(*) AS done,
+               count(*) FILTER (WHERE d.condition = 'SUCCESS' AND p.status IN ('FAILED', 'CANCELED')) AS bad
+        FROM runledger.workflow_steps p
+        JOIN runledger.workflow_step_dependencies d ON d.depends_on_step_id = p.id
+        WHERE p.workflow_run_id = p_run
+          AND p.status IN ('SUCCEEDED', 'FAILED', 'CANCELED')
+          AND NOT p.id = ANY(p_steps)
+          AND d.step_id = ANY(p_steps)
+        GROUP BY d.step_id
+    )
+    UPDATE runledger.workflow_steps s
+    SET deps_pending = s.deps_pending - c.done, deps_unsatisfied = c.bad
+    FROM counts c
+    WHERE s.id = c.step_id;
+
+    SELECT array_agg(id) FILTER (WHERE deps_unsatisfied = 0),
+           array_agg(id) FILTER (WHERE deps_unsatisfied > 0)
+    INTO v_ready, v_doomed
+    FROM runledger.workflow_steps
+    WHERE id = ANY(p_steps) AND status = 'BLOCKED' AND deps_pending = 0;
+
+    PERFORM runledger.workflow_release_steps(v_ready);
+    PERFORM runledger.workflow_cancel_unsatisfied(v_doomed);
+    PERFORM runledger.workflow_count_down_dependents(v_doomed, v_doomed);
+    RETURN runledger.workflow_refresh_run(p_run);
+END;
+$$;
+
+DROP FUNCTION runledger.workflow_release_dependents(uuid[], uuid[]);
