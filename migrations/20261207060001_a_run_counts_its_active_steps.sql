@@ -26,9 +26,10 @@
 -- `runledger.workflow_release_dependents` is renamed `runledger.workflow_count_down_dependents`
 -- (the same body). A call of `runledger.workflow_finish_steps` that began before this migration
 -- keeps the body it began with, which takes nothing from the count; if it has updated its
--- steps and waits for its run's row meanwhile, it now fails at the old name, and the worker
--- writes those completions again, through the new body, instead of leaving its steps counted
--- as active, which would keep their run RUNNING for good.
+-- steps and waits for its run's row meanwhile, it now fails at the old name and nothing of it
+-- is kept, instead of leaving its steps counted as active, which would keep their run RUNNING
+-- for good. The worker writes a refused batch of successes again one row at a time, through
+-- the new body; a failure it could not write is taken back by the reaper when its lease ends.
 
 ALTER TABLE runledger.workflow_runs ADD COLUMN active_steps integer NOT NULL DEFAULT 0;
 
