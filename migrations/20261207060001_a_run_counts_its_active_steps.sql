@@ -33,15 +33,15 @@
 
 ALTER TABLE runledger.workflow_runs ADD COLUMN active_steps integer NOT NULL DEFAULT 0;
 
+-- Only a run that has not ended can have an active step: the others keep 0, and their steps
+-- are not read.
 UPDATE runledger.workflow_runs w
-SET active_steps = a.n
-FROM (
-    SELECT s.workflow_run_id, count(*)::int AS n
+SET active_steps = (
+    SELECT count(*)
     FROM runledger.workflow_steps s
-    WHERE s.status IN ('ENQUEUED', 'RUNNING')
-    GROUP BY s.workflow_run_id
-) a
-WHERE w.id = a.workflow_run_id;
+    WHERE s.workflow_run_id = w.id AND s.status IN ('ENQUEUED', 'RUNNING')
+)
+WHERE w.status IN ('RUNNING', 'WAITING_FOR_EXTERNAL');
 
 COMMENT ON COLUMN runledger.workflow_runs.active_steps IS
     'Steps of the run that are ENQUEUED or RUNNING, while the run is not canceled.';
