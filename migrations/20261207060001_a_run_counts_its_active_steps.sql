@@ -24,12 +24,13 @@
 -- run's steps it does then anyway, and the run stays RUNNING.
 --
 -- `runledger.workflow_release_dependents` is renamed `runledger.workflow_count_down_dependents`
--- (the same body). A call of `runledger.workflow_finish_steps` that began before this migration
--- keeps the body it began with, which takes nothing from the count; if it has updated its
--- steps and waits for its run's row meanwhile, it now fails at the old name and nothing of it
--- is kept, instead of leaving its steps counted as active, which would keep their run RUNNING
--- for good. The worker writes a refused batch of successes again one row at a time, through
--- the new body; a failure it could not write is taken back by the reaper when its lease ends.
+-- (`ALTER FUNCTION ... RENAME`: the body stays). A call of `runledger.workflow_finish_steps`
+-- that began before this migration keeps the body it began with, which takes nothing from the
+-- count; if it has updated its steps and waits for its run's row meanwhile, it now fails at the
+-- old name and nothing of it is kept, instead of leaving its steps counted as active, which
+-- would keep their run RUNNING for good. The worker writes a refused batch of successes again
+-- one row at a time, through the new body; a failure it could not write is taken back by the
+-- reaper when its lease ends.
 
 ALTER TABLE runledger.workflow_runs ADD COLUMN active_steps integer NOT NULL DEFAULT 0;
 
@@ -264,71 +265,9 @@ BEGIN
 END;
 $$;
 
--- After the steps in p_finished became terminal (those in p_failed without succeeding): counts
--- down their dependents' prerequisites, releases in the same row update the dependents that
--- are now free, and cancels (cascading) those whose after_success prerequisite did not succeed.
-CREATE FUNCTION runledger.workflow_count_down_dependents(p_finished uuid[], p_failed uuid[])
-RETURNS void
-LANGUAGE plpgsql
-SET enable_seqscan = off
-SET enable_nestloop = off
-SET enable_mergejoin = off
-SET jit = off
-SET plan_cache_mode = force_generic_plan
-AS $$
-DECLARE
-    v_frontier uuid[] := p_finished;
-    v_failed uuid[] := coalesce(p_failed, '{}');
-    v_dependents uuid[];
-    v_done int[];
-    v_bad int[];
-    v_jobs runledger.workflow_steps[];
-    v_doomed uuid[];
-BEGIN
-    WHILE v_frontier IS NOT NULL AND cardinality(v_frontier) > 0 LOOP
-        SELECT array_agg(e.step_id), array_agg(e.done), array_agg(e.bad)
-        INTO v_dependents, v_done, v_bad
-        FROM (
-            SELECT d.step_id,
-                   count(*)::int AS done,
-                   (count(*) FILTER (
-                       WHERE d.condition = 'SUCCESS' AND d.depends_on_step_id = ANY(v_failed)
-                   ))::int AS bad
-            FROM runledger.workflow_step_dependencies d
-            WHERE d.depends_on_step_id = ANY(v_frontier)
-            GROUP BY d.step_id
-        ) e;
-        EXIT WHEN v_dependents IS NULL;
-
-        WITH counted AS (
-            UPDATE runledger.workflow_steps s
-            SET deps_pending = s.deps_pending - e.done,
-                deps_unsatisfied = s.deps_unsatisfied + e.bad,
-                status = CASE WHEN s.deps_pending = e.done AND s.deps_unsatisfied + e.bad = 0
-                              THEN runledger.workflow_released_status(s.step_kind)
-                              ELSE s.status END,
-                job_id = CASE WHEN s.deps_pending = e.done AND s.deps_unsatisfied + e.bad = 0
-                                   AND s.step_kind = 'JOB'
-                              THEN s.id ELSE s.job_id END,
-                updated_at = now()
-            FROM unnest(v_dependents, v_done, v_bad) AS e(step_id, done, bad)
-            WHERE s.id = ANY (v_dependents) AND s.id = e.step_id AND s.status = 'BLOCKED'
-            RETURNING s AS step
-        )
-        SELECT array_agg(step) FILTER (WHERE (step).status = 'ENQUEUED'),
-               array_agg((step).id) FILTER (WHERE (step).deps_pending = 0
-                                             AND (step).deps_unsatisfied > 0)
-        INTO v_jobs, v_doomed
-        FROM counted;
-
-        PERFORM runledger.workflow_insert_step_jobs(v_jobs);
-        PERFORM runledger.workflow_cancel_unsatisfied(v_doomed);
-        -- Canceled steps finished without succeeding: their dependents count them as failed.
-        v_frontier := v_doomed;
-        v_failed := coalesce(v_doomed, '{}');
-    END LOOP;
-END;
-$$;
+-- The countdown keeps its body under its new name.
+ALTER FUNCTION runledger.workflow_release_dependents(uuid[], uuid[])
+    RENAME TO workflow_count_down_dependents;
 
 -- Appended steps settle as before, through the renamed countdown.
 CREATE OR REPLACE FUNCTION runledger.workflow_settle_new_steps(p_run uuid, p_steps uuid[])
@@ -369,4 +308,3 @@ BEGIN
 END;
 $$;
 
-DROP FUNCTION runledger.workflow_release_dependents(uuid[], uuid[]);
