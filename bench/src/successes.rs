@@ -70,21 +70,20 @@ impl Successes {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<bool, BoxError>>,
     {
-        loop {
-            let changed = self.0.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if self.count() >= target {
-                return Ok(());
-            }
-            if tokio::time::timeout(QUIET, changed).await.is_err() && drained().await? {
-                eprintln!(
-                    "counted {} of {target} successes; the queue was found drained by a probe",
-                    self.count()
-                );
-                return Ok(());
+        let mut count = self.count();
+        while count < target {
+            match tokio::time::timeout(QUIET, self.changed_from(count)).await {
+                Ok(now) => count = now,
+                Err(_) if drained().await? => {
+                    eprintln!(
+                        "counted {count} of {target} successes; the queue was found drained by a probe"
+                    );
+                    return Ok(());
+                }
+                Err(_) => {}
             }
         }
+        Ok(())
     }
 }
 
