@@ -59,7 +59,7 @@ const CLAIM_AHEAD_MAX_SLOTS_WORTH: u32 = 4;
 /// How many jobs a lane may hold claimed ahead of its free slots: a claim batch, but at most
 /// [`CLAIM_AHEAD_MAX_SLOTS_WORTH`] times its slots, so that a lane with few slots does not
 /// lease more than it starts within a few handler runs.
-fn claim_ahead_room(concurrency: u32, claim_batch_size: u32) -> usize {
+pub(super) fn claim_ahead_room(concurrency: u32, claim_batch_size: u32) -> usize {
     claim_batch_size.min(concurrency.saturating_mul(CLAIM_AHEAD_MAX_SLOTS_WORTH)) as usize
 }
 

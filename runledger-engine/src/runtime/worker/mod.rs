@@ -47,10 +47,6 @@ pub const DEFAULT_COMPLETION_BATCH_SIZE: usize = 512;
 pub const DEFAULT_CLAIM_PARALLELISM: u32 = 2;
 /// Default number of success batches being written concurrently.
 pub const DEFAULT_FLUSHES_IN_FLIGHT: usize = 2;
-/// Default most finished jobs whose outcome is not written yet: as many as the completer
-/// writes in one round of concurrent flushes.
-pub const DEFAULT_MAX_UNPERSISTED_OUTCOMES: usize =
-    DEFAULT_COMPLETION_BATCH_SIZE * DEFAULT_FLUSHES_IN_FLIGHT;
 /// Longest pause between retries after a database error.
 pub const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -85,7 +81,8 @@ pub struct WorkerConfig {
     pub flushes_in_flight: usize,
     /// Most claimed jobs whose outcome is not written yet, running or finished. A handler's
     /// concurrency slot is free as soon as it returns; this bound stops claims when writing
-    /// outcomes falls behind, so unpersisted outcomes cannot pile up.
+    /// outcomes falls behind, so unpersisted outcomes cannot pile up. By default
+    /// [`unpersisted_outcomes_room`](Self::unpersisted_outcomes_room).
     pub max_unpersisted_outcomes: usize,
     /// Whether claims commit without waiting for their WAL flush
     /// ([`ClaimRequest::unflushed_commit`]); [`JobsConfig::unflushed_claims`] says what it
@@ -96,7 +93,7 @@ pub struct WorkerConfig {
 impl WorkerConfig {
     /// The worker settings of a [`JobsConfig`], with default flush settings.
     pub fn from_jobs_config(config: &JobsConfig) -> Self {
-        Self {
+        let mut worker = Self {
             worker_id: config.worker_id.clone(),
             poll_interval: config.poll_interval,
             claim_batch_size: config.claim_batch_size,
@@ -108,9 +105,42 @@ impl WorkerConfig {
             completion_batch_size: DEFAULT_COMPLETION_BATCH_SIZE,
             claim_parallelism: DEFAULT_CLAIM_PARALLELISM,
             flushes_in_flight: DEFAULT_FLUSHES_IN_FLIGHT,
-            max_unpersisted_outcomes: DEFAULT_MAX_UNPERSISTED_OUTCOMES,
+            max_unpersisted_outcomes: 0,
             unflushed_claims: config.unflushed_claims,
-        }
+        };
+        worker.max_unpersisted_outcomes = worker.unpersisted_outcomes_room();
+        worker
+    }
+
+    /// Room for every outcome these settings can have unwritten while writing keeps up: the
+    /// running handlers, the jobs each lane may claim ahead of its free slots, the batch the
+    /// completer is gathering and the batches it is writing. The default
+    /// [`max_unpersisted_outcomes`](Self::max_unpersisted_outcomes), so that the bound stops
+    /// claims only when writing falls behind. A fixed 1,024 (two batches being written) cut the
+    /// claims of a worker with 1,024 handlers short: its burn-down of no-op jobs drained 15 to
+    /// 25% slower (docs/benchmarks.md).
+    ///
+    /// ```
+    /// use runledger_engine::runtime::config::JobsConfig;
+    /// use runledger_engine::runtime::worker::WorkerConfig;
+    ///
+    /// let config = WorkerConfig::from_jobs_config(&JobsConfig::default());
+    /// // 64 handlers, a claim batch of 256 ahead of them, 3 batches of 512 successes.
+    /// assert_eq!(config.unpersisted_outcomes_room(), 64 + 256 + 3 * 512);
+    /// assert_eq!(config.max_unpersisted_outcomes, config.unpersisted_outcomes_room());
+    /// ```
+    pub fn unpersisted_outcomes_room(&self) -> usize {
+        let held = self.lanes().iter().fold(0_usize, |sum, lane| {
+            sum.saturating_add(lane.concurrency as usize)
+                .saturating_add(claim::claim_ahead_room(
+                    lane.concurrency,
+                    self.claim_batch_size,
+                ))
+        });
+        let writing = self
+            .completion_batch_size
+            .saturating_mul(self.flushes_in_flight.saturating_add(1));
+        held.saturating_add(writing)
     }
 
     /// Checks the settings.
@@ -701,8 +731,40 @@ mod tests {
     use std::collections::HashSet;
     use std::hash::BuildHasher;
 
-    use super::JobIds;
+    use super::{JobIds, WorkerConfig};
     use crate::core::jobs::JobId;
+    use crate::runtime::config::JobsConfig;
+    use crate::runtime::queues::QueueConcurrency;
+
+    /// The default bound on unwritten outcomes leaves room for every job the worker may hold
+    /// (each lane's handlers and the jobs it claims ahead) besides the completer's batches, so
+    /// that a worker with many handlers still claims whole batches.
+    #[test]
+    fn unwritten_outcomes_leave_room_for_every_held_job() {
+        let completer = 512 * 3;
+        let wide = WorkerConfig::from_jobs_config(&JobsConfig {
+            max_global_concurrency: 1024,
+            ..JobsConfig::default()
+        });
+        assert_eq!(wide.max_unpersisted_outcomes, 1024 + 256 + completer);
+        // A lane of 10 handlers claims at most 40 ahead of them.
+        let lanes = WorkerConfig::from_jobs_config(&JobsConfig {
+            queues: vec![
+                QueueConcurrency::new("mail", 10),
+                QueueConcurrency::new("reports", 100),
+            ],
+            ..JobsConfig::default()
+        });
+        assert_eq!(
+            lanes.max_unpersisted_outcomes,
+            10 + 40 + 100 + 256 + completer
+        );
+        let huge = WorkerConfig::from_jobs_config(&JobsConfig {
+            max_global_concurrency: u32::MAX,
+            ..JobsConfig::default()
+        });
+        assert!(huge.max_unpersisted_outcomes >= u32::MAX as usize);
+    }
 
     /// Ids made in one millisecond differ only in their counter and random bits: their hashes
     /// must differ, and spread over the bits a map takes its buckets from (the low ones) and its
