@@ -81,8 +81,12 @@ pub struct WorkerConfig {
     pub flushes_in_flight: usize,
     /// Most claimed jobs whose outcome is not written yet, running or finished. A handler's
     /// concurrency slot is free as soon as it returns; this bound stops claims when writing
-    /// outcomes falls behind, so unpersisted outcomes cannot pile up. By default
-    /// [`unpersisted_outcomes_room`](Self::unpersisted_outcomes_room).
+    /// outcomes falls behind, so unpersisted outcomes cannot pile up. [`from_jobs_config`]
+    /// sets it to [`unpersisted_outcomes_room`](Self::unpersisted_outcomes_room); a config
+    /// whose concurrency, queues, claim batch or flush settings are changed afterwards should
+    /// set it again from that method.
+    ///
+    /// [`from_jobs_config`]: Self::from_jobs_config
     pub max_unpersisted_outcomes: usize,
     /// Whether claims commit without waiting for their WAL flush
     /// ([`ClaimRequest::unflushed_commit`]); [`JobsConfig::unflushed_claims`] says what it
@@ -117,8 +121,8 @@ impl WorkerConfig {
     /// completer is gathering and the batches it is writing. The default
     /// [`max_unpersisted_outcomes`](Self::max_unpersisted_outcomes), so that the bound stops
     /// claims only when writing falls behind. A fixed 1,024 (two batches being written) cut the
-    /// claims of a worker with 1,024 handlers short: its burn-down of no-op jobs drained 15 to
-    /// 25% slower (docs/benchmarks.md).
+    /// claims of a worker with 1,024 handlers short: with this room its burn-down of no-op jobs
+    /// drained 0 to 22% faster in eight alternated pairs (docs/benchmarks.md).
     ///
     /// ```
     /// use runledger_engine::runtime::config::JobsConfig;
