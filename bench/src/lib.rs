@@ -1,6 +1,8 @@
 //! Helpers shared by the benchmark and check binaries (`runledger-bench`, `admin-reads`,
 //! `crash-soak`, `pg-chaos`, `connection-check`).
 
+#![forbid(unsafe_code)]
+
 use std::time::Duration;
 
 use sqlx::PgPool;

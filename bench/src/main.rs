@@ -24,6 +24,7 @@
 //! It creates (and drops at the start of each run) the database `runledger_bench` on the
 //! server of `DATABASE_URL`.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)]
 
 use std::process::Stdio;

@@ -1,6 +1,8 @@
 //! Runnable Runledger examples live in `examples/examples/`; run one with
 //! `cargo run -p runledger-examples --example <name>`.
 
+#![forbid(unsafe_code)]
+
 use std::fmt::Display;
 use std::process::ExitCode;
 

@@ -29,6 +29,8 @@
 //! schedules with a wildcard or step in the time fields follow the wall clock through both.
 //! Evaluation is done by the `croner` crate; zones come from the IANA database of `chrono-tz`.
 
+#![forbid(unsafe_code)]
+
 mod time_zone;
 
 use std::fmt;

@@ -17,6 +17,8 @@
 //! # Ok(()) }
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod core;
 pub mod postgres;
 pub mod runtime;

@@ -2,6 +2,8 @@
 //! carry the user-facing documentation: `#[runledger::job]`, `#[runledger::workflow]`,
 //! `#[runledger::schedule]`.
 
+#![forbid(unsafe_code)]
+
 mod args;
 mod attached;
 mod case;

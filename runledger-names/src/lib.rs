@@ -17,6 +17,8 @@
 //! assert_eq!(check("emails send"), Err(NameError::InvalidCharacter { character: ' ' }));
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 
 /// Longest name, in characters.

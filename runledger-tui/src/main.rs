@@ -30,6 +30,8 @@
 //! of the terminal), 1 when a command was refused or failed (or a terminal error), 2 for bad
 //! flags, 3 when the schema check fails.
 
+#![forbid(unsafe_code)]
+
 mod app;
 mod args;
 mod cli;

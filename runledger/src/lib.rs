@@ -50,6 +50,8 @@
 //! Supervisor) is [`engine`]; drop down to it for job types chosen at run time, schedules
 //! created per tenant, or operator tools.
 
+#![forbid(unsafe_code)]
+
 mod context;
 mod continuation;
 mod error;
@@ -104,7 +106,6 @@ pub use context::JobContext;
 pub use continuation::Continuation;
 pub use engine::core::jobs::{JobDefaults, JobProgressUpdate};
 pub use engine::postgres::jobs::{JobRequeueExpectation, JobRequeueOutcome};
-pub use engine::postgres::use_tcp_nodelay;
 pub use error::{Error, HANDLER_ERROR_CODE, JobError};
 pub use fan_out::{FAN_IN_JOB_TYPE, FanOut, FanOutStep, fan_in_handler};
 pub use intent::IntentHandle;

@@ -142,7 +142,6 @@ impl Worker {
     /// # Ok(()) }
     /// ```
     pub fn builder(pool: &PgPool) -> WorkerBuilder {
-        crate::engine::postgres::use_tcp_nodelay(pool);
         WorkerBuilder {
             pool: pool.clone(),
             config: None,

@@ -237,8 +237,7 @@ fn describe_target(options: &PgConnectOptions) -> String {
 /// ```
 pub async fn check_connection(pool: &PgPool, timeout: Duration) -> Result<(), ConnectionError> {
     let options = pool.connect_options();
-    let connecting =
-        crate::postgres::opening_with_tcp_nodelay(PgConnection::connect_with(&options));
+    let connecting = PgConnection::connect_with(&options);
     match tokio::time::timeout(timeout, connecting).await {
         Ok(Ok(connection)) => {
             // The check has its answer; a failure to say goodbye changes nothing.
@@ -263,11 +262,10 @@ const OPEN_CONNECTIONS_TIMEOUT: Duration = Duration::from_secs(2);
 /// ([`WorkerConfig::connections_used`](crate::runtime::worker::WorkerConfig::connections_used))
 /// before they start.
 ///
-/// `TCP_NODELAY` is set on each socket as it appears (see
-/// [`use_tcp_nodelay`](crate::postgres::use_tcp_nodelay)): opened one by one by the loops, each
-/// as it first needed one, a TLS connection (sqlx's default is `sslmode=prefer`) took about
-/// 90 ms, and each loop waited for its own before its first statement. Connections the pool
-/// cannot open within two seconds are left to whoever needs them next; this never fails.
+/// Opened one by one by the loops, each as it first needed one, a TLS connection (sqlx's
+/// default is `sslmode=prefer`) takes tens of milliseconds, and each loop would wait for its own
+/// before its first statement. Connections the pool cannot open within two seconds are left to
+/// whoever needs them next; this never fails.
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) {
@@ -283,10 +281,5 @@ pub async fn open_connections(pool: &PgPool, wanted: u32) {
         .saturating_sub(pool.size())
         .saturating_add(u32::try_from(pool.num_idle()).unwrap_or(u32::MAX));
     let opening = futures_util::future::join_all((0..wanted.min(free)).map(|_| pool.acquire()));
-    let opened = tokio::time::timeout(
-        OPEN_CONNECTIONS_TIMEOUT,
-        crate::postgres::opening_with_tcp_nodelay(opening),
-    )
-    .await;
-    drop(opened);
+    drop(tokio::time::timeout(OPEN_CONNECTIONS_TIMEOUT, opening).await);
 }

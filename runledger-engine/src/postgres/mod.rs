@@ -5,7 +5,6 @@ mod connect;
 mod error;
 mod input;
 pub mod jobs;
-mod nodelay;
 mod schema;
 mod types;
 
@@ -13,11 +12,6 @@ pub use connect::{
     ConnectionError, ConnectionFailure, DEFAULT_CONNECT_TIMEOUT, check_connection, open_connections,
 };
 pub use error::{Error, ErrorCategory, QueryError, Result};
-pub use nodelay::use_tcp_nodelay;
-pub(crate) use nodelay::{
-    refresh as refresh_tcp_nodelay, refresh_now as refresh_tcp_nodelay_now,
-    sweeping as opening_with_tcp_nodelay,
-};
 pub use schema::{
     MIGRATOR, SchemaCompatibilityError, ensure_schema_compatible,
     ensure_schema_compatible_after_idempotency_cutover, migrate, migrate_after_idempotency_cutover,

@@ -302,7 +302,6 @@ impl Supervisor {
     ) -> Result<SupervisorBuilder, RuntimeError> {
         let config = config.into_jobs_config()?;
         config.validate()?;
-        crate::postgres::use_tcp_nodelay(pool);
         Ok(SupervisorBuilder {
             pool: pool.clone(),
             config,

@@ -309,11 +309,6 @@ pub(crate) async fn enqueue_on(
     requests: &[JobEnqueue<'_>],
     trace_context: Option<&TraceContext>,
 ) -> Result<Vec<EnqueuedJob>> {
-    if requests.len() > 1 {
-        crate::postgres::refresh_tcp_nodelay_now();
-    } else {
-        crate::postgres::refresh_tcp_nodelay();
-    }
     if requests.iter().all(|r| r.idempotency_key.is_none()) {
         enqueue_unkeyed(conn, requests, trace_context).await
     } else {

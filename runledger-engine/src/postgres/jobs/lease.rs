@@ -294,7 +294,6 @@ pub(crate) async fn claim_on(
             leased: 0,
         });
     }
-    crate::postgres::refresh_tcp_nodelay();
     let rows = sqlx::query_as!(
         LeasedRow,
         r#"
@@ -636,7 +635,6 @@ pub async fn complete_jobs_success<'e>(
     if successes.is_empty() {
         return Ok(Vec::new());
     }
-    crate::postgres::refresh_tcp_nodelay();
     // The statement locks its rows in whatever order the plan reads them; a workflow
     // cancellation never waits for one of its run's jobs while holding another
     // (20261203090001_cancel_without_lock_waits), so the two cannot deadlock.

@@ -183,8 +183,6 @@ async fn insert_steps(
     steps: &[WorkflowStepEnqueue<'_>],
     existing: &HashMap<String, Uuid>,
 ) -> Result<Vec<Uuid>> {
-    // The steps and their edges span many segments; `conn` may be a connection opened just now.
-    crate::postgres::refresh_tcp_nodelay_now();
     let ids: HashMap<&str, Uuid> = steps
         .iter()
         .map(|step| step.step_key.as_str())
