@@ -17,20 +17,10 @@ use serde_json::Value;
 use crate::context::JobContext;
 use crate::error::JobError;
 use crate::fan_out::FanOut;
-use crate::job::Job;
+use crate::job::{Job, ReadDecl};
 use crate::output;
 use crate::step::{External, Step, WorkflowStep};
 use crate::workflow::Workflow;
-
-/// One `#[output(..)]` argument of a job: which step of which workflow it reads, and whether
-/// it reads it as an `Option` (generated code only).
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadDecl {
-    workflow: &'static str,
-    key: &'static str,
-    optional: bool,
-}
 
 impl ReadDecl {
     /// The read of `step` into an argument of type `T`.
@@ -45,21 +35,6 @@ impl ReadDecl {
             key: step.key(),
             optional: T::OPTIONAL,
         }
-    }
-
-    /// The workflow whose step is read.
-    pub const fn workflow(&self) -> &'static str {
-        self.workflow
-    }
-
-    /// The key of the step read.
-    pub const fn key(&self) -> &'static str {
-        self.key
-    }
-
-    /// Whether the argument is an `Option` (a missing output reads as `None`).
-    pub const fn optional(&self) -> bool {
-        self.optional
     }
 }
 

@@ -76,10 +76,11 @@ pub struct SupervisorBuilder {
 }
 
 impl SupervisorBuilder {
-    /// Registers every handler of `catalog` (sync its definitions separately, before starting).
+    /// Registers every handler of `catalog` (sync its definitions separately, before starting);
+    /// a catalog with a mistake fails [`build`](Self::build) with the catalog's code.
     pub fn with_catalog(mut self, catalog: &JobCatalog) -> Self {
-        match catalog.registry() {
-            Ok(registry) => self.with_registry(registry),
+        match catalog.validate() {
+            Ok(()) => self.with_registry(catalog.handlers().clone()),
             Err(err) => {
                 self.keep_error(err.into());
                 self

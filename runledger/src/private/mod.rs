@@ -4,11 +4,13 @@ pub use inventory;
 pub use serde;
 pub use serde_json;
 
+pub use crate::catalog::{JobRegistration, ScheduleRegistration, WorkflowRegistration};
 pub use crate::context::Data;
-pub use crate::reads::{
-    Edge, ReadDecl, ReadOk, ReadProbe, ReadUnreadable, StepReads, check as check_reads,
-};
-pub use crate::registry::{JobRegistration, ScheduleRegistration, WorkflowRegistration};
+pub use crate::engine::core::jobs::JobDefaults;
+pub use crate::engine::runtime::registry::JobHandler;
+pub use crate::fan_out::FanOutStep;
+pub use crate::job::ReadDecl;
+pub use crate::reads::{Edge, ReadOk, ReadProbe, ReadUnreadable, StepReads, check as check_reads};
 pub use crate::workflow::StepSpec;
 
 pub mod checks;

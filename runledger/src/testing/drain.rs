@@ -296,9 +296,7 @@ pub async fn drain_worker(
         .sync_definitions(pool)
         .await
         .map_err(|e| TestingError::Runledger(e.into()))?;
-    let registry = catalog
-        .registry()
-        .map_err(|e| TestingError::Runledger(e.into()))?;
+    let registry = catalog.handlers().clone();
     let job_types = registry.job_types();
     let config = JobsConfig {
         worker_id: "runledger-testing-drain".to_owned(),
