@@ -132,32 +132,30 @@ pub(crate) struct EngineHandler {
 }
 
 /// The names already taken in one namespace (job types, workflows, schedules), each with a
-/// description of what took it.
-#[derive(Default)]
-struct Names(BTreeMap<String, String>);
+/// description of what took it, and the error a second claim is.
+struct Names {
+    taken: BTreeMap<String, String>,
+    duplicate: fn(name: String, first: String, second: String) -> Error,
+}
 
 impl Names {
-    /// Takes `name` for `origin`, or returns the description of what took it first.
-    fn claim(&mut self, name: &str, origin: String) -> Result<(), Duplicate> {
-        match self.0.get(name) {
-            Some(first) => Err(Duplicate {
-                name: name.to_owned(),
-                first: first.clone(),
-                second: origin,
-            }),
+    fn new(duplicate: fn(String, String, String) -> Error) -> Self {
+        Self {
+            taken: BTreeMap::new(),
+            duplicate,
+        }
+    }
+
+    /// Takes `name` for `origin`; fails naming both when something took it first.
+    fn claim(&mut self, name: &str, origin: String) -> Result<(), Error> {
+        match self.taken.get(name) {
+            Some(first) => Err((self.duplicate)(name.to_owned(), first.clone(), origin)),
             None => {
-                self.0.insert(name.to_owned(), origin);
+                self.taken.insert(name.to_owned(), origin);
                 Ok(())
             }
         }
     }
-}
-
-/// A name claimed twice, with both claimants.
-struct Duplicate {
-    name: String,
-    first: String,
-    second: String,
 }
 
 /// Registrations sorted by name, then place, so that a duplicate is reported the same way
@@ -180,59 +178,48 @@ pub(crate) fn build(
     engine: Vec<EngineHandler>,
 ) -> Result<JobCatalog, Error> {
     let mut catalog = JobCatalog::new();
-    let mut job_types = Names::default();
-    let duplicate_job = |d: Duplicate| Error::DuplicateJob {
-        name: d.name,
-        first: d.first,
-        second: d.second,
-    };
+    let mut job_types = Names::new(|name, first, second| Error::DuplicateJob {
+        name,
+        first,
+        second,
+    });
     for job in sorted::<JobRegistration>(|r| (r.name, r.location)) {
-        job_types
-            .claim(job.name, format!("#[job] at {}", job.location))
-            .map_err(duplicate_job)?;
+        job_types.claim(job.name, format!("#[job] at {}", job.location))?;
         catalog = catalog.shared_job(job.name, (job.handler)(Arc::clone(data)), job.defaults);
     }
-    job_types
-        .claim(
-            FAN_IN_JOB_TYPE,
-            "the fan-in handler of `FanOut` steps".to_owned(),
-        )
-        .map_err(duplicate_job)?;
+    job_types.claim(
+        FAN_IN_JOB_TYPE,
+        "the fan-in handler of `FanOut` steps".to_owned(),
+    )?;
     catalog = catalog.shared_job(
         FAN_IN_JOB_TYPE,
         fan_in_handler(pool.clone()),
         JobDefaults::new(),
     );
     for handler in engine {
-        job_types
-            .claim(
-                &handler.name,
-                format!("the engine handler `{}`", handler.rust_type),
-            )
-            .map_err(duplicate_job)?;
+        job_types.claim(
+            &handler.name,
+            format!("the engine handler `{}`", handler.rust_type),
+        )?;
         catalog = catalog.shared_job(&handler.name, handler.handler, handler.defaults);
     }
 
-    let mut workflows = Names::default();
+    let mut workflows = Names::new(|name, first, second| Error::DuplicateWorkflow {
+        name,
+        first,
+        second,
+    });
     for workflow in sorted::<WorkflowRegistration>(|r| (r.name, r.location)) {
-        workflows
-            .claim(workflow.name, workflow.location.to_string())
-            .map_err(|d| Error::DuplicateWorkflow {
-                name: d.name,
-                first: d.first,
-                second: d.second,
-            })?;
+        workflows.claim(workflow.name, workflow.location.to_string())?;
     }
 
-    let mut schedules = Names::default();
+    let mut schedules = Names::new(|name, first, second| Error::DuplicateSchedule {
+        name,
+        first,
+        second,
+    });
     for schedule in sorted::<ScheduleRegistration>(|r| (r.name, r.location)) {
-        schedules
-            .claim(schedule.name, schedule.location.to_string())
-            .map_err(|d| Error::DuplicateSchedule {
-                name: d.name,
-                first: d.first,
-                second: d.second,
-            })?;
+        schedules.claim(schedule.name, schedule.location.to_string())?;
         let (job_type, payload) =
             (schedule.payload)().map_err(|message| Error::SchedulePayload {
                 name: schedule.name.to_owned(),
