@@ -503,7 +503,7 @@ fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobF
         }
     });
     let read_decls = model.reads.iter().map(|Read { step, ty }| {
-        quote_spanned!(ty.span()=> ::runledger::__private::ReadDecl::new(#step, ::core::marker::PhantomData::<#ty>))
+        quote_spanned!(ty.span()=> ::runledger::__private::declare_read(#step, ::core::marker::PhantomData::<#ty>))
     });
     let unused = (!model.takes_context).then(|| quote!(let _ = ctx;));
     let argument_checks = model.fields.iter().map(

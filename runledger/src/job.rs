@@ -167,7 +167,7 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
 }
 
 /// One `#[output(..)]` argument of a job: which step of which workflow it reads, and whether
-/// it reads it as an `Option` (generated code only; made by `ReadDecl::new`, which checks the
+/// it reads it as an `Option` (generated code only; made by `declare_read`, which checks the
 /// argument's type against the step's output).
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -80,6 +80,15 @@ pub mod testing;
 #[path = "private/mod.rs"]
 pub mod __private;
 
+/// The kinds of workflow steps: a job step, a gate ([`External`]) or a [`FanOut`].
+/// [`WorkflowHandle::complete_gate`] accepts only a step whose kind is a
+/// [`Gate`](step_kinds::Gate), so completing a job step or a fan-out from outside does not
+/// compile. Code rarely names these markers; compiler messages do.
+pub mod step_kinds {
+    pub use crate::fan_out::FanOutStep;
+    pub use crate::step::{Gate, GateStep, JobStep, StepKind};
+}
+
 /// The untyped engine this crate is built on, under the module paths of the original
 /// `runledger_core`, `runledger_postgres` and `runledger_runtime` crates (`engine::core`,
 /// `engine::postgres`, `engine::runtime`): handlers over JSON, the DAG builder, the admin
@@ -115,7 +124,7 @@ pub use enqueue_options::EnqueueOptions;
 pub use error::{Error, JobError};
 pub use fan_out::FanOut;
 pub use job::{IntentHandle, Job, JobHandle, enqueue_batch, enqueue_batch_with};
-pub use step::{External, Gate, GateStep, JobStep, Step, StepKind, WorkflowStep};
+pub use step::{External, Step, WorkflowStep};
 pub use worker::{RunningWorker, SchemaMode, Worker, WorkerBuilder};
 pub use workflow::{Wait, Workflow, WorkflowHandle, WorkflowOptions};
 

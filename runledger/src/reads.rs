@@ -22,19 +22,19 @@ use crate::output;
 use crate::step::{External, Step, WorkflowStep};
 use crate::workflow::Workflow;
 
-impl ReadDecl {
-    /// The read of `step` into an argument of type `T`.
-    pub const fn new<W, S, T>(step: Step<W, S>, _: PhantomData<T>) -> Self
-    where
-        W: Workflow,
-        S: WorkflowStep,
-        T: StepOutput<S::Output>,
-    {
-        Self {
-            workflow: W::NAME,
-            key: step.key(),
-            optional: T::OPTIONAL,
-        }
+/// Declares an `#[output(..)]` argument of type `T` that reads `step`; the compiler checks
+/// here that `T` can hold the step's output (generated code only).
+#[doc(hidden)]
+pub const fn declare_read<W, S, T>(step: Step<W, S>, _: PhantomData<T>) -> ReadDecl
+where
+    W: Workflow,
+    S: WorkflowStep,
+    T: StepOutput<S::Output>,
+{
+    ReadDecl {
+        workflow: W::NAME,
+        key: step.key(),
+        optional: T::OPTIONAL,
     }
 }
 

@@ -89,7 +89,8 @@ pub enum JobStep {}
 #[derive(Debug)]
 pub enum GateStep {}
 
-/// The kind of a step: [`JobStep`], [`GateStep`] or a fan-out's (sealed).
+/// The kind of a step: [`JobStep`], [`GateStep`] or
+/// [`FanOutStep`](crate::step_kinds::FanOutStep) (sealed).
 pub trait StepKind: sealed::Sealed + 'static {}
 
 impl sealed::Sealed for JobStep {}

@@ -8,9 +8,10 @@ pub use crate::catalog::{JobRegistration, ScheduleRegistration, WorkflowRegistra
 pub use crate::context::Data;
 pub use crate::engine::core::jobs::JobDefaults;
 pub use crate::engine::runtime::registry::JobHandler;
-pub use crate::fan_out::FanOutStep;
 pub use crate::job::ReadDecl;
-pub use crate::reads::{Edge, ReadOk, ReadProbe, ReadUnreadable, StepReads, check as check_reads};
+pub use crate::reads::{
+    Edge, ReadOk, ReadProbe, ReadUnreadable, StepReads, check as check_reads, declare_read,
+};
 pub use crate::workflow::StepSpec;
 
 pub mod checks;
