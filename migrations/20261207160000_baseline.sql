@@ -915,9 +915,9 @@ $$;
 -- * The planner settings below are the function's own (they apply to the statements inside it
 --   and are restored when it returns) and keep the claim on the claim index in order whatever
 --   the table's statistics say. A backlog enqueued faster than autovacuum analyzes the table
---   leaves statistics under which a planner free to choose reads every pending row through a
---   bitmap and sorts them at each claim, and a generic plan that hash-joins writes the picked
---   rows by hashing the whole primary key. A client statement can only get these settings
+--   leaves statistics under which a planner free to choose reads every pending row (a
+--   sequential or bitmap scan) and sorts them at each claim, and a generic plan that hash-joins
+--   writes the picked rows by hashing the whole primary key. A client statement can only get these settings
 --   with a transaction and a SET of its own: more round trips.
 -- * The limited claim takes its advisory lock before the statement that counts the leased
 --   jobs, so that this statement's snapshot sees what the previous holder committed. In a
