@@ -4,7 +4,7 @@
 //! events and derives the [`Query`] the poller should run. What a screen shows and does lives
 //! in `screens/`.
 
-mod frame;
+pub(crate) mod frame;
 
 use std::any::Any;
 use std::time::{Duration, Instant};
@@ -13,7 +13,6 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use runledger_engine::core::jobs::{JobId, WorkflowRunId};
 use uuid::Uuid;
 
-pub(crate) use self::frame::{CHROME_ROWS, draw};
 use crate::input::{Edited, Input, InputKind};
 use crate::model::{Command, Data, Found, PollerEvent, Query, Snapshot, ViewQuery};
 use crate::screens::{self, Action, JobDetail, Queue, Screen, WorkflowDetail, Workflows};

@@ -53,7 +53,8 @@ use sqlx::PgPool;
 use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, watch};
 
-use crate::app::{App, AppConfig, CHROME_ROWS, Effect};
+use crate::app::frame::{self, CHROME_ROWS};
+use crate::app::{App, AppConfig, Effect};
 use crate::args::{Cli, Command, TuiArgs};
 use crate::cli::Output;
 use crate::model::PollerEvent;
@@ -261,9 +262,7 @@ fn event_loop(
         }
         let size = guard.terminal.size()?;
         app.page_rows = usize::from(size.height.saturating_sub(CHROME_ROWS));
-        guard
-            .terminal
-            .draw(|frame| app::draw(frame, app, Clock::now()))?;
+        guard.terminal.draw(|f| frame::draw(f, app, Clock::now()))?;
         if let Ok(key) = keys.recv_timeout(Duration::from_millis(100)) {
             for effect in app.handle_key(key) {
                 match effect {

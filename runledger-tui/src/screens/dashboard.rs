@@ -11,7 +11,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Row, Table};
 
 use super::job_types::{HINTS, JobTypes};
-use super::{Action, Loaded, Screen};
+use super::screen::{Action, Loaded, Screen};
 use crate::input::InputKind;
 use crate::model::{DashboardData, Data, MetricRow, Query, Snapshot, ViewQuery};
 use crate::ui::{Context, charts, empty_list, format_duration, placeholder, render_table};

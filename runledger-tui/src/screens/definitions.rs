@@ -9,7 +9,7 @@ use ratatui::style::{Color, Style};
 use ratatui::widgets::{Block, Row, Table};
 
 use super::job_types::{HINTS, JobTypes};
-use super::{Action, Loaded, Screen};
+use super::screen::{Action, Loaded, Screen};
 use crate::input::InputKind;
 use crate::model::{Data, DefinitionRow, Query, Snapshot, ViewQuery};
 use crate::ui::{Context, json_text, placeholder, render_table};

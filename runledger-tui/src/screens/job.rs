@@ -13,8 +13,8 @@ use runledger_engine::core::jobs::JobId;
 use serde_json::Value;
 
 use super::list::Movement;
+use super::screen::{Action, Loaded, Screen};
 use super::search::Search;
-use super::{Action, Loaded, Screen};
 use crate::input::InputKind;
 use crate::model::{Data, HistoryLine, JobDetailData, Query, Snapshot, ViewQuery};
 use crate::ui::{

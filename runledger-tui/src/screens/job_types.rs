@@ -3,8 +3,8 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
-use super::Action;
 use super::list::{Movement, Selection};
+use super::screen::Action;
 use super::search::Search;
 use crate::input::InputKind;
 

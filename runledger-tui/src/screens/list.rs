@@ -1,4 +1,5 @@
-//! Moving through lists: the movement keys, the selected row, and keyset pages.
+//! Moving through lists: the movement keys, the selected row, keyset pages, and the values a
+//! status filter cycles through.
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
@@ -140,6 +141,17 @@ impl<C: Copy> Paged<C> {
                     self.selection.row = usize::MAX;
                 }
             }
+        }
+    }
+}
+
+/// The next value of a cycling filter: none → first → … → last → none.
+pub(crate) fn cycle<T: Copy + PartialEq>(all: &[T], current: Option<T>) -> Option<T> {
+    match current {
+        None => all.first().copied(),
+        Some(value) => {
+            let i = all.iter().position(|v| *v == value)?;
+            all.get(i + 1).copied()
         }
     }
 }

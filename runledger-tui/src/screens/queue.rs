@@ -8,8 +8,9 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Block, Row, Table};
 use runledger_engine::core::jobs::{JobId, JobStatus};
 
-use super::list::{Movement, Paged};
-use super::{Action, JobDetail, Loaded, Screen, cycle};
+use super::job::JobDetail;
+use super::list::{Movement, Paged, cycle};
+use super::screen::{Action, Loaded, Screen};
 use crate::input::{Input, InputKind};
 use crate::model::{COUNT_CAP, Data, JobRow, Query, QueueData, QueueFilter, Snapshot, ViewQuery};
 use crate::ui::{

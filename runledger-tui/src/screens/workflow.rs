@@ -9,8 +9,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Row, Table};
 use runledger_engine::core::jobs::WorkflowRunId;
 
+use super::job::JobDetail;
 use super::list::{Movement, Selection};
-use super::{Action, JobDetail, Loaded, Screen};
+use super::screen::{Action, Loaded, Screen};
 use crate::model::{Data, Query, Snapshot, StepRow, ViewQuery, WorkflowDetailData};
 use crate::ui::{
     Context, format_optional_time, format_time, json_text, placeholder, render_table,

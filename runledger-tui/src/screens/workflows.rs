@@ -9,8 +9,9 @@ use ratatui::widgets::{Block, Row, Table};
 use runledger_engine::core::jobs::{WorkflowRunId, WorkflowRunStatus};
 use uuid::Uuid;
 
-use super::list::{Movement, Paged};
-use super::{Action, Loaded, Screen, WorkflowDetail, cycle};
+use super::list::{Movement, Paged, cycle};
+use super::screen::{Action, Loaded, Screen};
+use super::workflow::WorkflowDetail;
 use crate::input::{Input, InputKind};
 use crate::model::{Data, Query, RunRow, Snapshot, ViewQuery, WorkflowFilter, WorkflowsData};
 use crate::ui::{

@@ -15,7 +15,8 @@ use runledger_engine::core::jobs::{
 use serde_json::json;
 
 use super::Clock;
-use crate::app::{App, AppConfig, draw};
+use crate::app::frame::draw;
+use crate::app::{App, AppConfig};
 use crate::model::{
     ActivityPoint, DashboardData, Data, DefinitionRow, HistoryLine, IntentTotals, JobDetailData,
     JobRow, MetricRow, PollerEvent, QueueData, RunRow, Snapshot, StepRow, WorkflowDetailData,
