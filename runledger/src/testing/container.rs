@@ -25,6 +25,7 @@ static SHARED: Mutex<Weak<SharedContainer>> = Mutex::new(Weak::new());
 /// A running container and the thread that owns it.
 #[derive(Debug)]
 pub(super) struct SharedContainer {
+    image: String,
     options: PgConnectOptions,
     stop: Mutex<Option<mpsc::Sender<()>>>,
     keeper: Mutex<Option<JoinHandle<()>>>,
@@ -120,10 +121,16 @@ impl SharedContainer {
             }
         };
         Ok(Self {
+            image: image.to_owned(),
             options,
             stop: Mutex::new(Some(stop_tx)),
             keeper: Mutex::new(Some(keeper)),
         })
+    }
+
+    /// The image it runs, `name:tag`.
+    pub(super) fn image(&self) -> &str {
+        &self.image
     }
 
     /// Options reaching the container's `postgres` database as the superuser.

@@ -1,28 +1,21 @@
 //! A fresh, migrated database per test.
 
-use std::time::Duration;
-
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, Executor, PgConnection, PgPool};
 
 use super::error::TestingError;
-use crate::engine::postgres::{check_connection, migrate};
-
-/// How long the first connection to `DATABASE_URL` may take before the server counts as
-/// unreachable.
-const SERVER_CHECK_TIMEOUT: Duration = Duration::from_secs(3);
+use super::server::TestServer;
+use crate::engine::postgres::migrate;
 
 /// A database created for one test, with Runledger's schema applied and the definitions of the
 /// binary's `#[job]`s and `#[schedule]`s synced, dropped when the value is dropped (or by
 /// [`close`](Self::close)).
 ///
-/// The server is the one `DATABASE_URL` names (its database part is only used to connect; the
-/// role must be allowed to create databases). With the `testcontainers` feature, when
-/// `DATABASE_URL` is unset or unreachable and a Docker engine is available, one PostgreSQL
-/// container is started and shared by the tests of the binary that run at the same time
-/// (image `RUNLEDGER_TEST_PG_IMAGE`, default `postgres:16-alpine`); it is removed once the last
-/// of them drops its database. Without either, [`new`](Self::new) fails with
-/// `testing.no_server`, saying what to set.
+/// The server is the one [`TestServer::find`] finds: `DATABASE_URL`, a local server on
+/// 127.0.0.1:5432, a throwaway cluster of the PostgreSQL binaries installed on the machine, or,
+/// with the `testcontainers` feature, a container (its database part is only used to connect;
+/// the role must be allowed to create databases). When there is none, [`new`](Self::new) fails
+/// with `testing.no_server`, saying what to set, start or install.
 ///
 /// Works with `#[tokio::test]` (any flavor). Under `#[sqlx::test]`, use the pool it gives
 /// (`#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]`) with the rest of this
@@ -42,23 +35,15 @@ const SERVER_CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct TestDatabase {
     pool: PgPool,
     name: String,
-    server: Server,
+    /// Also keeps a throwaway cluster or container alive while the database exists.
+    server: TestServer,
     dropped: bool,
-}
-
-/// Where test databases are created.
-#[derive(Debug, Clone)]
-struct Server {
-    options: PgConnectOptions,
-    /// Keeps the shared container alive while a database on it exists.
-    #[cfg(feature = "testcontainers")]
-    _container: Option<std::sync::Arc<super::container::SharedContainer>>,
 }
 
 impl TestDatabase {
     /// Creates a database named `runledger_test_<uuid>` and applies the migrations.
     pub async fn new() -> Result<Self, TestingError> {
-        Self::on(Server::find().await?).await
+        Self::on(&TestServer::find().await?).await
     }
 
     /// Like [`new`](Self::new), but always in the shared PostgreSQL container, whatever
@@ -66,12 +51,13 @@ impl TestDatabase {
     #[cfg(feature = "testcontainers")]
     #[cfg_attr(docsrs, doc(cfg(feature = "testcontainers")))]
     pub async fn in_container() -> Result<Self, TestingError> {
-        Self::on(Server::container("a container was asked for".to_owned()).await?).await
+        Self::on(&TestServer::container().await?).await
     }
 
-    async fn on(server: Server) -> Result<Self, TestingError> {
+    /// Like [`new`](Self::new), on the given server.
+    pub async fn on(server: &TestServer) -> Result<Self, TestingError> {
         let name = format!("runledger_test_{}", uuid::Uuid::now_v7().simple());
-        let mut admin = PgConnection::connect_with(&server.options)
+        let mut admin = PgConnection::connect_with(&server.connect_options())
             .await
             .map_err(|e| TestingError::database("created", e))?;
         admin
@@ -81,11 +67,11 @@ impl TestDatabase {
         let _ = admin.close().await;
         let pool = PgPoolOptions::new()
             .max_connections(10)
-            .connect_lazy_with(server.options.clone().database(&name));
+            .connect_lazy_with(server.connect_options().database(&name));
         let database = Self {
             pool,
             name,
-            server,
+            server: server.clone(),
             dropped: false,
         };
         migrate(&database.pool)
@@ -107,7 +93,7 @@ impl TestDatabase {
 
     /// Connection options for the test database, to build another pool or hand to a process.
     pub fn connect_options(&self) -> PgConnectOptions {
-        self.server.options.clone().database(&self.name)
+        self.server.connect_options().database(&self.name)
     }
 
     /// Closes the pool and drops the database now (dropping the value does the same, on a
@@ -115,7 +101,7 @@ impl TestDatabase {
     pub async fn close(mut self) -> Result<(), TestingError> {
         self.pool.close().await;
         self.dropped = true;
-        drop_database(&self.server.options, &self.name).await
+        drop_database(&self.server.connect_options(), &self.name).await
     }
 }
 
@@ -126,7 +112,7 @@ impl Drop for TestDatabase {
         }
         // Drop cannot await, and the test's runtime may be shutting down: drop the database on
         // a thread with a runtime of its own. `WITH (FORCE)` ends the pool's sessions.
-        let (options, name) = (self.server.options.clone(), self.name.clone());
+        let (options, name) = (self.server.connect_options(), self.name.clone());
         let cleanup = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -153,57 +139,4 @@ async fn drop_database(options: &PgConnectOptions, name: &str) -> Result<(), Tes
         .map_err(|e| TestingError::database("dropped", e))?;
     let _ = admin.close().await;
     Ok(())
-}
-
-impl Server {
-    /// `DATABASE_URL` when it answers; else, with the `testcontainers` feature, a container.
-    async fn find() -> Result<Self, TestingError> {
-        let reason = match std::env::var("DATABASE_URL") {
-            Err(_) => "DATABASE_URL is not set".to_owned(),
-            Ok(url) => match url.parse::<PgConnectOptions>() {
-                Err(err) => format!("DATABASE_URL is not a PostgreSQL URL: {err}"),
-                Ok(options) => {
-                    let probe = PgPoolOptions::new().connect_lazy_with(options.clone());
-                    match check_connection(&probe, SERVER_CHECK_TIMEOUT).await {
-                        Ok(()) => return Ok(Self::at(options)),
-                        Err(err) => err.to_string(),
-                    }
-                }
-            },
-        };
-        Self::without_database_url(reason).await
-    }
-
-    fn at(options: PgConnectOptions) -> Self {
-        Self {
-            options,
-            #[cfg(feature = "testcontainers")]
-            _container: None,
-        }
-    }
-
-    #[cfg(feature = "testcontainers")]
-    async fn without_database_url(reason: String) -> Result<Self, TestingError> {
-        Self::container(reason).await
-    }
-
-    #[cfg(feature = "testcontainers")]
-    async fn container(reason: String) -> Result<Self, TestingError> {
-        let container = super::container::SharedContainer::get()
-            .await
-            .map_err(|err| {
-                TestingError::Container(format!(
-                    "{err} (tried because {reason}; is a Docker engine running?)"
-                ))
-            })?;
-        Ok(Self {
-            options: container.options().clone(),
-            _container: Some(container),
-        })
-    }
-
-    #[cfg(not(feature = "testcontainers"))]
-    async fn without_database_url(reason: String) -> Result<Self, TestingError> {
-        Err(TestingError::NoServer { reason })
-    }
 }

@@ -2,20 +2,31 @@
 
 use crate::engine;
 
+/// The last way to a server that [`TestingError::NoServer`] proposes.
+#[cfg(feature = "testcontainers")]
+const DOCKER_HINT: &str = "start Docker";
+#[cfg(not(feature = "testcontainers"))]
+const DOCKER_HINT: &str = "start Docker and enable runledger's `testcontainers` feature";
+
 /// Why a test database could not be set up, or a drain or read failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TestingError {
-    /// No PostgreSQL server to create the test database on.
+    /// No PostgreSQL server to run against: none of the places
+    /// [`TestServer::find`](super::TestServer::find) looks at has one.
     #[error(
-        "no PostgreSQL server for the test database ({reason}); set DATABASE_URL to a server \
-         where the test may create databases, or enable runledger's `testcontainers` feature \
-         and run a Docker engine"
+        "no PostgreSQL found: set DATABASE_URL, start a server on 127.0.0.1:5432, install \
+         PostgreSQL 14+ server binaries (Debian/Ubuntu: apt-get install postgresql; macOS: brew \
+         install postgresql@16) or {docker} ({reason})",
+        docker = DOCKER_HINT
     )]
     NoServer {
-        /// Why `DATABASE_URL` could not be used.
+        /// Why each place had none, in the order they were tried.
         reason: String,
     },
+    /// The throwaway cluster could not be started.
+    #[error("no throwaway PostgreSQL cluster: {0}")]
+    Cluster(String),
     /// The PostgreSQL container could not be started.
     #[error("the PostgreSQL test container could not be started: {0}")]
     Container(String),
@@ -52,6 +63,7 @@ impl TestingError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::NoServer { .. } => "testing.no_server",
+            Self::Cluster(_) => "testing.cluster_failed",
             Self::Container(_) => "testing.container_failed",
             Self::Database { .. } => "testing.database_failed",
             Self::Runledger(err) => err.code(),

@@ -1,4 +1,5 @@
-//! Test support for code that uses Runledger (feature `testing`): a fresh, migrated database
+//! Test support for code that uses Runledger (feature `testing`): a PostgreSQL server wherever
+//! the machine has one (or a throwaway cluster of its binaries), a fresh, migrated database
 //! per test, running queued work inline until nothing is left, typed assertions on what was
 //! enqueued, and contexts for calling a step handler without a database.
 //!
@@ -27,12 +28,15 @@
 //! ```
 
 mod assertions;
+#[cfg(unix)]
+mod cluster;
 #[cfg(feature = "testcontainers")]
 mod container;
 mod context;
 mod database;
 mod drain;
 mod error;
+mod server;
 
 pub use assertions::{assert_enqueued, assert_workflow_enqueued, enqueued, enqueued_workflows};
 pub use context::TestContext;
@@ -42,3 +46,4 @@ pub use drain::{
     drain_worker, prepare,
 };
 pub use error::TestingError;
+pub use server::TestServer;

@@ -15,6 +15,8 @@ mod jobs;
 mod results;
 mod schedules;
 mod support;
+#[cfg(unix)]
+mod test_server;
 mod testing;
 mod trace;
 mod worker;
