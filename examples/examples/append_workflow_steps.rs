@@ -2,8 +2,7 @@
 //! step runs after the approval. Appends are keyed, so retrying one is harmless.
 //!
 //! ```sh
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
-//!     cargo run -p runledger-examples --example append_workflow_steps
+//! cargo run -p runledger-examples --example append_workflow_steps
 //! ```
 
 #![allow(clippy::print_stdout)]
@@ -47,7 +46,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let pool = sqlx::PgPool::connect(&std::env::var("DATABASE_URL")?).await?;
+    let db = runledger_examples::database().await?;
+    let pool = db.pool().clone();
     runledger::engine::postgres::migrate(&pool).await?;
     let catalog = JobCatalog::new().handler(Notify);
     catalog.sync_definitions(&pool).await?;

@@ -4,8 +4,7 @@
 //! job's output. The job's output type is what that last run returns.
 //!
 //! ```sh
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
-//!     cargo run -p runledger-examples --example continuation
+//! cargo run -p runledger-examples --example continuation
 //! ```
 
 #![allow(clippy::print_stdout)]
@@ -58,7 +57,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let worker = Worker::from_env()?;
+    let db = runledger_examples::database().await?;
+    let worker = Worker::builder(db.pool()).build()?;
     let pool = worker.pool().clone();
     let running = worker.start().await?;
 

@@ -4,8 +4,7 @@
 //! by the intent promoter of the first worker that runs the type, and the job runs.
 //!
 //! ```sh
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
-//!     cargo run -p runledger-examples --example enqueue_intent
+//! cargo run -p runledger-examples --example enqueue_intent
 //! ```
 
 #![allow(clippy::print_stdout)]
@@ -28,7 +27,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let worker = Worker::from_env()?;
+    let db = runledger_examples::database().await?;
+    let worker = Worker::builder(db.pool()).build()?;
     let pool = worker.pool().clone();
     runledger::engine::postgres::migrate(&pool).await?;
     // A fresh order number per run, so the example can run again on the same database.

@@ -5,6 +5,9 @@
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
 //!     cargo run -p runledger-examples --example enqueue_job
 //! ```
+//!
+//! Without `DATABASE_URL` it runs on the first PostgreSQL it finds; give it the one
+//! `worker_binary` runs on for that worker to run the job.
 
 #![allow(clippy::print_stdout)]
 
@@ -19,7 +22,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let pool = sqlx::PgPool::connect(&std::env::var("DATABASE_URL")?).await?;
+    let db = runledger_examples::database().await?;
+    let pool = db.pool().clone();
     runledger::engine::postgres::migrate(&pool).await?;
     // Normally the worker's catalog sync creates the definition; done here so the example
     // runs on its own.

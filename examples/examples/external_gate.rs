@@ -2,8 +2,7 @@
 //! The approval is given with `complete_external_workflow_step`, as an admin API would.
 //!
 //! ```sh
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
-//!     cargo run -p runledger-examples --example external_gate
+//! cargo run -p runledger-examples --example external_gate
 //! ```
 
 #![allow(clippy::print_stdout)]
@@ -52,7 +51,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let pool = sqlx::PgPool::connect(&std::env::var("DATABASE_URL")?).await?;
+    let db = runledger_examples::database().await?;
+    let pool = db.pool().clone();
     runledger::engine::postgres::migrate(&pool).await?;
     let catalog = JobCatalog::new().handler(Publish);
     catalog.sync_definitions(&pool).await?;

@@ -8,7 +8,8 @@
 //! cargo run -p runledger-examples --example fan_out
 //! ```
 //!
-//! It uses `DATABASE_URL` and creates the `runledger` schema there on first run.
+//! It runs on the first PostgreSQL it finds (see the quick start) and creates the `runledger`
+//! schema there on first run.
 
 #![allow(clippy::print_stdout)]
 
@@ -82,9 +83,10 @@ async fn main() -> ExitCode {
     runledger_examples::exit_code(run().await)
 }
 
-async fn run() -> Result<(), runledger::Error> {
-    // DATABASE_URL's pool; the worker shares the `Site` with every handler.
-    let pool = Worker::from_env()?.pool().clone();
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let db = runledger_examples::database().await?;
+    let pool = db.pool().clone();
+    // The worker shares the `Site` with every handler.
     let worker = Worker::builder(&pool).data(Site { pages: 25 }).build()?;
     let running = worker.start().await?;
 

@@ -7,9 +7,9 @@
 //! cargo run -p runledger-examples --example quickstart
 //! ```
 //!
-//! It uses `DATABASE_URL` (the workspace's `.cargo/config.toml` points it at
-//! `postgres://postgres@127.0.0.1:5432/postgres`) and creates the `runledger` schema there on
-//! first run.
+//! It runs on the first PostgreSQL it finds (`DATABASE_URL`, a server on 127.0.0.1:5432, a
+//! throwaway cluster of the PostgreSQL binaries installed on the machine, or a container),
+//! says which on stderr, and creates the `runledger` schema there on first run.
 //!
 //! Its tests, at the end of this file, show how to test such code with `runledger::testing`
 //! (`cargo test -p runledger-examples --example quickstart`); copy them as a starting point.
@@ -99,8 +99,9 @@ async fn main() -> ExitCode {
     runledger_examples::exit_code(run().await)
 }
 
-async fn run() -> Result<(), runledger::Error> {
-    let worker = Worker::from_env()?;
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let db = runledger_examples::database().await?;
+    let worker = Worker::builder(db.pool()).build()?;
     let pool = worker.pool().clone();
     let running = worker.start().await?;
 

@@ -3,8 +3,7 @@
 //! replayed under a replay key, which records the lineage and makes the replay idempotent.
 //!
 //! ```sh
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
-//!     cargo run -p runledger-examples --example replay_job
+//! cargo run -p runledger-examples --example replay_job
 //! ```
 
 #![allow(clippy::print_stdout)]
@@ -49,7 +48,8 @@ async fn wait_until(
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let worker = Worker::from_env()?;
+    let db = runledger_examples::database().await?;
+    let worker = Worker::builder(db.pool()).build()?;
     let pool = worker.pool().clone();
     let running = worker.start().await?;
     let day = format!(

@@ -4,8 +4,7 @@
 //! one printer overlapped.
 //!
 //! ```sh
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
-//!     cargo run -p runledger-examples --example resource_keys
+//! cargo run -p runledger-examples --example resource_keys
 //! ```
 
 #![allow(clippy::print_stdout)]
@@ -57,7 +56,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let worker = Worker::from_env()?;
+    let db = runledger_examples::database().await?;
+    let worker = Worker::builder(db.pool()).build()?;
     let pool = worker.pool().clone();
     let running = worker.start().await?;
 

@@ -4,8 +4,7 @@
 //! about a minute), or on Ctrl-C.
 //!
 //! ```sh
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
-//!     cargo run -p runledger-examples --example schedule_job
+//! cargo run -p runledger-examples --example schedule_job
 //! ```
 
 #![allow(clippy::print_stdout)]
@@ -68,7 +67,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let pool = sqlx::PgPool::connect(&std::env::var("DATABASE_URL")?).await?;
+    let db = runledger_examples::database().await?;
+    let pool = db.pool().clone();
     runledger::engine::postgres::migrate(&pool).await?;
 
     let catalog = JobCatalog::new()

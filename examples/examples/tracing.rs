@@ -8,7 +8,8 @@
 //! cargo run -p runledger-examples --example tracing
 //! ```
 //!
-//! It uses `DATABASE_URL` and creates the `runledger` schema there on first run.
+//! It runs on the first PostgreSQL it finds (see the quick start) and creates the `runledger`
+//! schema there on first run.
 
 #![allow(clippy::print_stdout)]
 
@@ -84,7 +85,8 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     // Jobs now carry the W3C trace context of the span that enqueues them.
     runledger::opentelemetry::install();
 
-    let worker = Worker::from_env()?;
+    let db = runledger_examples::database().await?;
+    let worker = Worker::builder(db.pool()).build()?;
     let pool = worker.pool().clone();
     let running = worker.start().await?;
 

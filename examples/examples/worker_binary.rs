@@ -5,6 +5,9 @@
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
 //!     cargo run -p runledger-examples --example worker_binary
 //! ```
+//!
+//! With `enqueue_job` in another terminal (same `DATABASE_URL`: without one, each process could
+//! end up on a throwaway cluster of its own), it runs the job that example enqueues.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -16,7 +19,6 @@ use runledger::engine::runtime::Supervisor;
 use runledger::engine::runtime::catalog::JobCatalog;
 use runledger::engine::runtime::registry::JobHandler;
 use serde_json::Value;
-use sqlx::postgres::PgPoolOptions;
 
 struct SendEmail;
 
@@ -50,9 +52,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let pool = PgPoolOptions::new()
-        .connect(&std::env::var("DATABASE_URL")?)
-        .await?;
+    let db = runledger_examples::database().await?;
+    let pool = db.pool().clone();
 
     // Apply the bundled schema (or validate one applied by other tooling).
     runledger::engine::postgres::migrate_after_idempotency_cutover(&pool).await?;

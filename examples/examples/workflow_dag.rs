@@ -2,8 +2,7 @@
 //! `persist`; `persist` reads its prerequisites' outputs and becomes the run's result.
 //!
 //! ```sh
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
-//!     cargo run -p runledger-examples --example workflow_dag
+//! cargo run -p runledger-examples --example workflow_dag
 //! ```
 
 #![allow(clippy::print_stdout)]
@@ -57,7 +56,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let pool = sqlx::PgPool::connect(&std::env::var("DATABASE_URL")?).await?;
+    let db = runledger_examples::database().await?;
+    let pool = db.pool().clone();
     runledger::engine::postgres::migrate(&pool).await?;
     let catalog = [
         "profiles.crawl",

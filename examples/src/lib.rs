@@ -6,6 +6,59 @@
 use std::fmt::Display;
 use std::process::ExitCode;
 
+use runledger::testing::{TestServer, TestingError};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+/// The most connections an example's pool opens: what `Worker::from_env` gives a worker with
+/// the default settings.
+const MAX_CONNECTIONS: u32 = 50;
+
+/// The database an example runs on: `DATABASE_URL`, a local server on 127.0.0.1:5432, a
+/// throwaway cluster of the PostgreSQL binaries installed on the machine, or a container, in
+/// that order ([`TestServer::find`]). Prints which on stderr, e.g. `database: throwaway cluster
+/// of PostgreSQL 15 (/usr/lib/postgresql/15/bin) on 127.0.0.1:39017`; when there is none, the
+/// error says in one line what to set, start or install.
+///
+/// A throwaway cluster lasts as long as the example's process: two examples that must share a
+/// database (a worker and an enqueuer) need `DATABASE_URL` or a local server.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let db = runledger_examples::database().await?;
+/// let worker = runledger::Worker::builder(db.pool()).build()?;
+/// # let _ = worker;
+/// # Ok(()) }
+/// ```
+pub async fn database() -> Result<Database, TestingError> {
+    let server = TestServer::find().await?;
+    eprintln!("database: {server}");
+    let pool = PgPoolOptions::new()
+        .max_connections(MAX_CONNECTIONS)
+        .connect_lazy_with(server.connect_options());
+    Ok(Database { pool, server })
+}
+
+/// An example's database, from [`database`]: a pool on it, and the server, which stays up (a
+/// throwaway cluster or a container) as long as this value exists.
+#[derive(Debug)]
+pub struct Database {
+    pool: PgPool,
+    server: TestServer,
+}
+
+impl Database {
+    /// A pool on the database (it connects on first use).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The server it is on.
+    pub fn server(&self) -> &TestServer {
+        &self.server
+    }
+}
+
 /// Ends an example the way a command-line tool ends: status 0, or the error's one-line message
 /// (its `Display`, which names the cause and what to check) on stderr and status 1.
 ///
