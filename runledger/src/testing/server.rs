@@ -50,7 +50,7 @@ const LOCAL_PORT: u16 = 5432;
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let server = TestServer::find().await?;
 /// eprintln!("database: {server}");
-/// let pool = sqlx::PgPool::connect_with(server.connect_options()).await?;
+/// let pool = runledger::sqlx::PgPool::connect_with(server.connect_options()).await?;
 /// # let _ = pool;
 /// # Ok(()) }
 /// ```
@@ -237,7 +237,7 @@ impl fmt::Display for TestServer {
             Source::DatabaseUrl => write!(f, "DATABASE_URL ({})", address_of(&self.options)),
             Source::LocalServer => write!(f, "local server on {LOCAL_HOST}:{LOCAL_PORT}"),
             #[cfg(unix)]
-            Source::Cluster(cluster) => cluster.fmt(f),
+            Source::Cluster(cluster) => write!(f, "{cluster}"),
             #[cfg(feature = "testcontainers")]
             Source::Container(container) => write!(
                 f,
