@@ -50,11 +50,17 @@ fn test(args: Vec<OsString>) -> ExitCode {
     };
     eprintln!("database: {server}");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
+    let mut command = Command::new(cargo);
+    command
         .args(["test", "--workspace"])
         .args(args)
-        .env("DATABASE_URL", server.url())
-        .status();
+        .env("DATABASE_URL", server.url());
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(describes_this_package) {
+            command.env_remove(name);
+        }
+    }
+    let status = command.status();
     drop(server);
     match status {
         Ok(status) if status.success() => ExitCode::SUCCESS,
@@ -65,6 +71,45 @@ fn test(args: Vec<OsString>) -> ExitCode {
         Err(err) => {
             eprintln!("error: could not run cargo test: {err}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Whether `variable` is one of those `cargo run` sets about the package it runs (this one).
+/// The tests' cargo must not inherit them: a build script that watches one (ring's watches
+/// `CARGO_MANIFEST_DIR`) would see it change and rebuild everything above it, on every run.
+fn describes_this_package(variable: &str) -> bool {
+    const PREFIXES: [&str; 5] = [
+        "CARGO_PKG_",
+        "CARGO_MANIFEST_",
+        "CARGO_CRATE_",
+        "CARGO_BIN_",
+        "CARGO_PRIMARY_PACKAGE",
+    ];
+    PREFIXES.iter().any(|prefix| variable.starts_with(prefix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tests_cargo_keeps_the_users_settings_but_not_this_packages_description() {
+        for variable in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_MANIFEST_PATH",
+            "CARGO_PKG_NAME",
+            "CARGO_CRATE_NAME",
+        ] {
+            assert!(describes_this_package(variable), "{variable}");
+        }
+        for variable in [
+            "CARGO_TARGET_DIR",
+            "CARGO_HOME",
+            "CARGO_PROFILE_DEV_DEBUG",
+            "DATABASE_URL",
+        ] {
+            assert!(!describes_this_package(variable), "{variable}");
         }
     }
 }

@@ -22,6 +22,13 @@ async fn start_cluster() -> Result<TestServer, String> {
     }
 }
 
+fn openssl_is_installed() -> bool {
+    Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
+
 /// Where the cluster lives: its directory (the parent of the data directory) and the
 /// postmaster's process id.
 async fn whereabouts(server: &TestServer) -> (PathBuf, u32) {
@@ -122,6 +129,16 @@ async fn a_throwaway_cluster_takes_a_test_database_and_is_removed_when_dropped()
     .unwrap();
     assert!(version >= 140_000, "PostgreSQL 14 or newer: {version}");
     assert_eq!(fsync, "off");
+    if openssl_is_installed() {
+        let ssl: String = sqlx::query_scalar("SELECT current_setting('ssl')")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+        assert_eq!(
+            ssl, "on",
+            "TLS on a self-signed certificate, as a packaged server"
+        );
+    }
     let migrated: bool =
         sqlx::query_scalar("SELECT to_regclass('runledger.job_queue') IS NOT NULL")
             .fetch_one(db.pool())

@@ -1,6 +1,7 @@
 //! A throwaway PostgreSQL cluster made from the server binaries installed on the machine:
-//! `initdb` into a temporary directory, `postgres` on a free port of 127.0.0.1, and both gone
-//! when the cluster is dropped or the process ends, however it ends.
+//! `initdb` into a temporary directory, `postgres` on a free port of 127.0.0.1 (with TLS on a
+//! self-signed certificate when `openssl` is installed, as a packaged server has), and both
+//! gone when the cluster is dropped or the process ends, however it ends.
 //!
 //! A small shell script (`supervise.sh`) owns the cluster. Its standard input is a pipe whose
 //! other end only this process holds; when the pipe closes (on drop, or when the kernel closes
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgSslMode};
+use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection};
 use tokio::sync::OnceCell;
 
@@ -173,7 +174,6 @@ impl Cluster {
             .port(self.port)
             .username("postgres")
             .database("postgres")
-            .ssl_mode(PgSslMode::Disable)
     }
 
     /// The URL of [`connect_options`](Self::connect_options).

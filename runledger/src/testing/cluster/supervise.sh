@@ -20,9 +20,18 @@ if ! "$bin/initdb" -D "$dir/data" -U postgres -A trust --no-sync -E UTF8 --no-lo
     exit 1
 fi
 
+# TLS with a self-signed certificate, as a packaged server has, when openssl is installed.
+tls=off
+if openssl req -new -x509 -nodes -days 7 -subj /CN=127.0.0.1 \
+    -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+    -keyout "$dir/data/server.key" -out "$dir/data/server.crt" >/dev/null 2>&1 &&
+    chmod 600 "$dir/data/server.key"; then
+    tls=on
+fi
+
 exec 3<&0
 "$bin/postgres" -D "$dir/data" -p "$port" -k "$dir" \
-    -c listen_addresses=127.0.0.1 -c fsync=off \
+    -c listen_addresses=127.0.0.1 -c fsync=off -c ssl="$tls" \
     </dev/null >"$dir/server.log" 2>&1 3<&- &
 server=$!
 # Stops the server (immediate shutdown, as `pg_ctl stop -m immediate`) once the pipe closes.
