@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 
 log "packaging the crates"
-crates=(runledger-names runledger-cron runledger-engine runledger-macros runledger runledger-tui)
+crates=(runledger-names runledger-cron runledger-engine runledger-macros runledger runledger-cli)
 package_args=()
 for crate in "${crates[@]}"; do package_args+=(-p "$crate"); done
 rm -f target/package/*.crate
