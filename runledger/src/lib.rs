@@ -51,6 +51,8 @@
 //! created per tenant, or operator tools.
 
 #![forbid(unsafe_code)]
+// docs.rs builds with `--cfg docsrs` on nightly: feature-gated items say which feature they need.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod context;
 mod continuation;
