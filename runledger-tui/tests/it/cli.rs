@@ -42,17 +42,39 @@ impl Ran {
     }
 }
 
-fn run(pool: &PgPool, args: &[&str]) -> Ran {
-    let output = Command::new(BINARY)
-        .args(args)
-        .env("DATABASE_URL", database_url(pool))
-        .output()
-        .unwrap();
+/// Runs the binary with `DATABASE_URL` naming `database`, or unset.
+fn execute(args: &[&str], database: Option<String>) -> Ran {
+    let mut command = Command::new(BINARY);
+    command.args(args);
+    match database {
+        Some(url) => command.env("DATABASE_URL", url),
+        None => command.env_remove("DATABASE_URL"),
+    };
+    let output = command.output().unwrap();
     Ran {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
+}
+
+/// Runs the binary against the test's database.
+fn run(pool: &PgPool, args: &[&str]) -> Ran {
+    execute(args, Some(database_url(pool)))
+}
+
+/// Runs the binary without a database.
+fn offline(args: &[&str]) -> Ran {
+    execute(args, None)
+}
+
+/// The element of a JSON array whose `key` is `value`.
+fn find<'a>(list: &'a Value, key: &str, value: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|element| element[key] == value)
+        .unwrap_or_else(|| panic!("no {key} = {value} in {list}"))
 }
 
 /// Runs with `--json` and expects success.
@@ -212,12 +234,7 @@ async fn workflows_list_show_and_cancel(pool: PgPool) {
         .collect();
     assert_eq!(keys.len(), 2);
     assert!(keys.contains(&"crawl") && keys.contains(&"score"));
-    let score = shown["step_list"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|step| step["step_key"] == "score")
-        .unwrap();
+    let score = find(&shown["step_list"], "step_key", "score");
     assert_eq!(score["kind"], "JOB");
     assert_eq!(
         score["dependencies"],
@@ -411,12 +428,7 @@ async fn migrate_check_schema_and_stats(pool: PgPool) {
 
     seed(&pool).await;
     let stats = ok(&pool, &["stats"]);
-    let emails = stats["job_types"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["job_type"] == "emails.send")
-        .unwrap();
+    let emails = find(&stats["job_types"], "job_type", "emails.send");
     assert_eq!(emails["pending"], 1);
     assert_eq!(stats["workflow_runs"]["running"], 1);
 }
@@ -453,41 +465,23 @@ fn every_subcommand_has_help() {
         &["stats"],
         &["completions"],
     ] {
-        let output = Command::new(BINARY)
-            .args(path)
-            .arg("--help")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert_eq!(output.status.code(), Some(0), "{path:?}");
-        assert!(stdout.contains("Usage: runledger "), "{path:?}: {stdout}");
+        let mut args = path.to_vec();
+        args.push("--help");
+        let help = offline(&args);
+        assert_eq!(help.code, 0, "{path:?}: {}", help.stderr);
+        assert!(
+            help.stdout.contains("Usage: runledger "),
+            "{path:?}: {}",
+            help.stdout
+        );
     }
 }
 
 #[test]
 fn a_missing_database_url_is_a_usage_error() {
-    let output = Command::new(BINARY)
-        .args(["--json", "stats"])
-        .env_remove("DATABASE_URL")
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let error: Value = serde_json::from_slice(&output.stderr).unwrap();
-    assert_eq!(error["error"]["code"], "cli.usage");
-}
-
-/// Runs the binary without a database.
-fn offline(args: &[&str]) -> Ran {
-    let output = Command::new(BINARY)
-        .args(args)
-        .env_remove("DATABASE_URL")
-        .output()
-        .unwrap();
-    Ran {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    let ran = offline(&["--json", "stats"]);
+    assert_eq!(ran.code, 2);
+    assert_eq!(ran.error_code(), "cli.usage");
 }
 
 #[test]
