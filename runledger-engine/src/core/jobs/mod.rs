@@ -18,6 +18,7 @@ pub use handler::{
     JobProgressSink, JobProgressUpdate, JobProgressWriter, StepOutputError, StepOutputReader,
     StepOutputs, WorkflowAppender, WorkflowStepAppender,
 };
+pub(crate) use handler::JobServices;
 pub use identifiers::{
     IdentifierError, JobType, MAX_IDENTIFIER_CHARS, NAME_CHARACTERS, NameError, StepKey,
     WorkflowType,

@@ -4,15 +4,18 @@
 
 mod activity;
 mod admin;
+mod claim_connection;
 mod continuation;
 mod definitions;
 mod detail;
 mod enqueue;
+mod handler_access;
 mod handles;
 mod intents;
 pub(crate) mod lease;
 mod logs;
 mod metrics;
+mod notifications;
 mod payload_edit;
 mod queues;
 mod reads;
@@ -24,6 +27,9 @@ mod scope;
 mod workflows;
 
 pub use activity::{JobActivityMinute, get_job_activity};
+pub(crate) use claim_connection::ClaimConnection;
+pub(crate) use handler_access::{PgJobServices, store_job_logs};
+pub(crate) use notifications::JobNotifications;
 pub use admin::{
     JobRequeueExpectation, JobRequeueOutcome, ReapedLease, cancel_job, reap_expired_leases,
     requeue_job, requeue_job_if, run_waiting_jobs_now,
