@@ -169,8 +169,8 @@ macro_rules! pass_error {
 
 pass_error!(
     /// Why a pass of the worker loop failed: the persistence error that
-    /// [`WorkerLoop::run_once`](crate::runtime::worker::WorkerLoop::run_once) returns, under the name
-    /// the other loops' errors share (`?` and `From` convert it).
+    /// [`WorkerLoop::run_once`](crate::runtime::worker::WorkerLoop::run_once) returns, under the
+    /// name the other loops' errors share (`?` and `From` convert it).
     WorkerError
 );
 pass_error!(

@@ -13,12 +13,12 @@ mod workflow;
 
 pub use definition::JobDefaults;
 pub(crate) use fresh_ids::{fresh_uuid, fresh_uuids};
+pub(crate) use handler::JobServices;
 pub use handler::{
     JobCompletion, JobContext, JobContextError, JobContinuation, JobFailure, JobHandler,
     JobProgressSink, JobProgressUpdate, JobProgressWriter, StepOutputError, StepOutputReader,
     StepOutputs, WorkflowAppender, WorkflowStepAppender,
 };
-pub(crate) use handler::JobServices;
 pub use identifiers::{
     IdentifierError, JobType, MAX_IDENTIFIER_CHARS, NAME_CHARACTERS, NameError, StepKey,
     WorkflowType,

@@ -105,10 +105,7 @@ impl WorkerConfig {
     pub fn unpersisted_outcomes_room(&self) -> usize {
         let held = self.lanes().iter().fold(0_usize, |sum, lane| {
             sum.saturating_add(lane.concurrency as usize)
-                .saturating_add(claim_ahead_room(
-                    lane.concurrency,
-                    self.claim_batch_size,
-                ))
+                .saturating_add(claim_ahead_room(lane.concurrency, self.claim_batch_size))
         });
         let writing = self
             .completion_batch_size

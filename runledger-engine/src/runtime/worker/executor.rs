@@ -77,7 +77,10 @@ impl Executor {
         let job_id = job.id;
         self.leases.set_running(job_id, true);
         let outcome = match self.registry.get(&job.job_type) {
-            Some(handler) => self.run_handler(Arc::clone(handler), job, &lost, &hard_stop).await,
+            Some(handler) => {
+                self.run_handler(Arc::clone(handler), job, &lost, &hard_stop)
+                    .await
+            }
             // Only registered types are claimed; a missing handler means the registry changed.
             None => Outcome::Failure(JobFailure::terminal(
                 "job.handler_not_registered",

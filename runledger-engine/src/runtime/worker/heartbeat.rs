@@ -154,12 +154,7 @@ mod tests {
             Ok(())
         }
 
-        async fn renew(
-            &self,
-            _: &str,
-            leases: &[(JobId, i32)],
-            _: Duration,
-        ) -> Result<Vec<JobId>> {
+        async fn renew(&self, _: &str, leases: &[(JobId, i32)], _: Duration) -> Result<Vec<JobId>> {
             self.renewals.lock().unwrap().push(leases.len());
             if self.down {
                 return Err(sqlx::Error::PoolTimedOut.into());

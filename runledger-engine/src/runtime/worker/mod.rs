@@ -41,20 +41,19 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-pub use self::config::{
-    DEFAULT_CLAIM_PARALLELISM, DEFAULT_COMPLETION_BATCH_SIZE,
-    DEFAULT_COMPLETION_FLUSH_INTERVAL, DEFAULT_FLUSHES_IN_FLIGHT, MAX_ERROR_BACKOFF,
-    WorkerConfig,
-};
-pub use self::pass::{PassOutcome, PassedJob, WorkerPass};
 use self::capacity::LaneCapacity;
 use self::completer::Completer;
+pub use self::config::{
+    DEFAULT_CLAIM_PARALLELISM, DEFAULT_COMPLETION_BATCH_SIZE, DEFAULT_COMPLETION_FLUSH_INTERVAL,
+    DEFAULT_FLUSHES_IN_FLIGHT, MAX_ERROR_BACKOFF, WorkerConfig,
+};
 use self::executor::{Executor, job_span};
 use self::heartbeat::Heartbeat;
 use self::lease_table::LeaseTable;
 use self::listener::Wakers;
 use self::log_buffer::LogBuffer;
 use self::outcome::ExpectedOutcomes;
+pub use self::pass::{PassOutcome, PassedJob, WorkerPass};
 use self::producer::{Claims, JobTasks, Launcher, Producer};
 use crate::core::jobs::{JobId, JobLogSink};
 use crate::postgres::jobs::{PgJobServices, claim_jobs, claim_limited_jobs, mark_jobs_running};

@@ -10,11 +10,11 @@ use tokio_util::sync::CancellationToken;
 use super::{Completer, OutcomeStore};
 use crate::core::jobs::{JobFailure, JobId};
 use crate::postgres::jobs::{JobContinuationOutcome, JobContinued};
-use crate::runtime::worker::outcome::Finished;
-use crate::runtime::worker::{Backoff, PassOutcome, PassedJob};
 use crate::runtime::observer::{
     JobCompletionPersistenceOperation, JobContinuedEvent, LifecycleEvent,
 };
+use crate::runtime::worker::outcome::Finished;
+use crate::runtime::worker::{Backoff, PassOutcome, PassedJob};
 
 impl<S: OutcomeStore> Completer<S> {
     /// Commits a batch of continuations in one statement (retried while the database is

@@ -365,11 +365,7 @@ impl<S: OutcomeStore> Completer<S> {
     }
 
     /// Commits one failure. Returns the job with what was recorded.
-    async fn persist_failure(
-        &self,
-        done: Finished,
-        hard_stop: &CancellationToken,
-    ) -> PassedJob {
+    async fn persist_failure(&self, done: Finished, hard_stop: &CancellationToken) -> PassedJob {
         let Err(failure) = &done.outcome else {
             return self.report_success(done, false);
         };
@@ -486,8 +482,8 @@ mod tests {
 
     use super::*;
     use crate::core::jobs::JobCompletion;
-    use crate::postgres::jobs::{JobContinuationOutcome, JobContinued, JobFailureDisposition};
     use crate::postgres::Result;
+    use crate::postgres::jobs::{JobContinuationOutcome, JobContinued, JobFailureDisposition};
     use crate::runtime::config::JobsConfig;
     use crate::runtime::worker::testing::{finished, succeeded};
 
@@ -504,11 +500,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl OutcomeStore for FakeStore {
-        async fn complete_successes(
-            &self,
-            _: &str,
-            rows: &[JobSuccess],
-        ) -> Result<Vec<JobId>> {
+        async fn complete_successes(&self, _: &str, rows: &[JobSuccess]) -> Result<Vec<JobId>> {
             self.success_statements.lock().unwrap().push(rows.len());
             {
                 let mut outages = self.outages.lock().unwrap();
@@ -632,7 +624,10 @@ mod tests {
             completer.leases.hold(done.job.job_id, done.job.attempt);
         }
         let passed = completer.write(batch, &CancellationToken::new()).await;
-        assert_eq!(*completer.store.success_statements.lock().unwrap(), [3, 1, 1, 1]);
+        assert_eq!(
+            *completer.store.success_statements.lock().unwrap(),
+            [3, 1, 1, 1]
+        );
         let failed: Vec<JobId> = passed
             .iter()
             .filter(|done| matches!(done.outcome, PassOutcome::Failed { .. }))
@@ -685,7 +680,14 @@ mod tests {
         let passed = completer
             .write(vec![succeeded(), succeeded()], &CancellationToken::new())
             .await;
-        assert_eq!(*completer.store.success_statements.lock().unwrap(), [2, 2, 2]);
-        assert!(passed.iter().all(|done| done.outcome == PassOutcome::Succeeded));
+        assert_eq!(
+            *completer.store.success_statements.lock().unwrap(),
+            [2, 2, 2]
+        );
+        assert!(
+            passed
+                .iter()
+                .all(|done| done.outcome == PassOutcome::Succeeded)
+        );
     }
 }

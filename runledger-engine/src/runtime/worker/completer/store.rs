@@ -6,16 +6,17 @@ use sqlx::PgPool;
 use crate::core::jobs::{JobFailure, JobId, JobStatus};
 use crate::postgres::Result;
 use crate::postgres::jobs::{
-    JobContinuationOutcome, JobContinued, JobFailureDisposition, JobLease, JobSuccess,
-    TenantScope, complete_job_failure, complete_jobs_success, continue_jobs, get_job_by_id,
+    JobContinuationOutcome, JobContinued, JobFailureDisposition, JobLease, JobSuccess, TenantScope,
+    complete_job_failure, complete_jobs_success, continue_jobs, get_job_by_id,
 };
 
 /// The statements the completer sends, each fenced by the worker's leases.
 #[async_trait::async_trait]
-pub(in crate::runtime::worker) trait OutcomeStore: Send + Sync + 'static {
+pub(in crate::runtime::worker) trait OutcomeStore:
+    Send + Sync + 'static
+{
     /// Marks a batch of jobs succeeded in one statement; returns those whose lease held.
-    async fn complete_successes(&self, worker_id: &str, rows: &[JobSuccess])
-    -> Result<Vec<JobId>>;
+    async fn complete_successes(&self, worker_id: &str, rows: &[JobSuccess]) -> Result<Vec<JobId>>;
 
     /// Continues a batch of jobs in one statement; returns what became of each whose lease held.
     async fn continue_jobs(
@@ -38,11 +39,7 @@ pub(in crate::runtime::worker) trait OutcomeStore: Send + Sync + 'static {
 
 #[async_trait::async_trait]
 impl OutcomeStore for PgPool {
-    async fn complete_successes(
-        &self,
-        worker_id: &str,
-        rows: &[JobSuccess],
-    ) -> Result<Vec<JobId>> {
+    async fn complete_successes(&self, worker_id: &str, rows: &[JobSuccess]) -> Result<Vec<JobId>> {
         complete_jobs_success(self, worker_id, rows).await
     }
 
