@@ -30,33 +30,15 @@ enum Outcome {
 /// Runs handlers: finds each job's handler in the registry, gives its context the worker's
 /// services and log sink, and notes in the lease table while it runs.
 pub(super) struct Executor {
-    registry: Arc<JobRegistry>,
-    services: Arc<dyn JobServices>,
-    logs: JobLogSink,
-    observers: JobLifecycleObservers,
-    metrics: Arc<WorkerMetrics>,
-    leases: Arc<LeaseTable>,
+    pub(super) registry: Arc<JobRegistry>,
+    pub(super) services: Arc<dyn JobServices>,
+    pub(super) logs: JobLogSink,
+    pub(super) observers: JobLifecycleObservers,
+    pub(super) metrics: Arc<WorkerMetrics>,
+    pub(super) leases: Arc<LeaseTable>,
 }
 
 impl Executor {
-    pub(super) fn new(
-        registry: Arc<JobRegistry>,
-        services: Arc<dyn JobServices>,
-        logs: JobLogSink,
-        observers: JobLifecycleObservers,
-        metrics: Arc<WorkerMetrics>,
-        leases: Arc<LeaseTable>,
-    ) -> Self {
-        Self {
-            registry,
-            services,
-            logs,
-            observers,
-            metrics,
-            leases,
-        }
-    }
-
     /// Runs one handler to its end. Returns what must be persisted, or `None` when the lease
     /// was lost or the run was aborted (both already reported, and the lease released).
     pub(super) async fn execute(
@@ -249,14 +231,14 @@ mod tests {
         let mut registry = JobRegistry::new();
         registry.register(Handler).unwrap();
         let leases = Arc::new(LeaseTable::default());
-        let executor = Executor::new(
-            Arc::new(registry),
-            Arc::new(NoServices),
-            JobLogSink(Arc::new(NoLogs)),
-            JobLifecycleObservers::new(),
-            metrics(),
-            Arc::clone(&leases),
-        );
+        let executor = Executor {
+            registry: Arc::new(registry),
+            services: Arc::new(NoServices),
+            logs: JobLogSink(Arc::new(NoLogs)),
+            observers: JobLifecycleObservers::new(),
+            metrics: metrics(),
+            leases: Arc::clone(&leases),
+        };
         (executor, leases)
     }
 

@@ -161,17 +161,19 @@ mod tests {
         JobId(uuid::Uuid::now_v7())
     }
 
+    /// `leases` in id order.
+    fn sorted(mut leases: Vec<(JobId, i32)>) -> Vec<(JobId, i32)> {
+        leases.sort();
+        leases
+    }
+
     #[test]
     fn a_held_lease_is_listed_until_released() {
         let table = LeaseTable::default();
         let (a, b) = (id(), id());
         table.hold(a, 1);
         table.hold(b, 3);
-        let mut leases = table.leases();
-        leases.sort();
-        let mut expected = vec![(a, 1), (b, 3)];
-        expected.sort();
-        assert_eq!(leases, expected);
+        assert_eq!(sorted(table.leases()), sorted(vec![(a, 1), (b, 3)]));
         table.release(a);
         assert_eq!(table.leases(), vec![(b, 3)]);
     }
@@ -212,11 +214,10 @@ mod tests {
         assert!(gone_token.is_cancelled());
         assert!(!kept_token.is_cancelled());
         assert!(!finished_token.is_cancelled());
-        let mut left = table.leases();
-        left.sort();
-        let mut expected = vec![(kept, 1), (finished, 2)];
-        expected.sort();
-        assert_eq!(left, expected);
+        assert_eq!(
+            sorted(table.leases()),
+            sorted(vec![(kept, 1), (finished, 2)])
+        );
     }
 
     #[test]

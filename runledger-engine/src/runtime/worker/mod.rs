@@ -113,14 +113,14 @@ impl WorkerLoop {
         let leases = Arc::new(LeaseTable::default());
         let logs = Arc::new(LogBuffer::default());
         let metrics = Arc::new(WorkerMetrics::new());
-        let executor = Arc::new(Executor::new(
-            Arc::clone(&self.registry),
-            Arc::new(PgJobServices::new(self.pool.clone())),
-            JobLogSink(Arc::clone(&logs) as _),
-            self.observers.clone(),
-            Arc::clone(&metrics),
-            Arc::clone(&leases),
-        ));
+        let executor = Arc::new(Executor {
+            registry: Arc::clone(&self.registry),
+            services: Arc::new(PgJobServices::new(self.pool.clone())),
+            logs: JobLogSink(Arc::clone(&logs) as _),
+            observers: self.observers.clone(),
+            metrics: Arc::clone(&metrics),
+            leases: Arc::clone(&leases),
+        });
         Parts {
             leases,
             logs,
