@@ -172,10 +172,6 @@ impl Producer {
                     continue;
                 }
             };
-            if claim.full && !gated {
-                // More may be due: let a sibling claim beside this loop.
-                wake.notify_one();
-            }
             if claim.leased > 0 {
                 idle = false;
                 if claim.full || gated {
@@ -222,6 +218,11 @@ impl Producer {
         let claiming = self.launcher.expected.expect();
         let claimed = conn.claim(&claims.pool, &request, gated).await?;
         claims.metrics.claimed(claimed.jobs.len());
+        let full = claimed.leased == want;
+        if full && !gated {
+            // More may be due: let a sibling claim beside this loop.
+            self.plain_wake.notify_one();
+        }
         // Every outcome of the claim is counted as to come before any job starts, so that
         // the completer never takes the first to finish for the last.
         let to_come: Vec<OutcomeToCome> = claimed
@@ -238,7 +239,7 @@ impl Producer {
         }
         Ok(Some(Claim {
             leased: claimed.leased,
-            full: claimed.leased == want,
+            full,
         }))
     }
 
