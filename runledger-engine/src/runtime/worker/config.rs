@@ -60,6 +60,8 @@ pub struct WorkerConfig {
     /// Whether claims commit without waiting for their WAL flush
     /// ([`ClaimRequest::unflushed_commit`]); [`JobsConfig::unflushed_claims`] says what it
     /// trades.
+    ///
+    /// [`ClaimRequest::unflushed_commit`]: crate::postgres::jobs::ClaimRequest::unflushed_commit
     pub unflushed_claims: bool,
 }
 
