@@ -55,7 +55,7 @@ pub use lease::{
     complete_jobs_success, heartbeat_job, heartbeat_jobs, mark_job_running, mark_jobs_running,
     update_job_progress,
 };
-pub(crate) use notifications::JobNotifications;
+pub(crate) use notifications::Notifications;
 pub use reads::{
     DeadLetterListFilter, JobAttempt, JobDeadLetter, JobEvent, JobListFilter, JobPage, JobRecord,
     MAX_PAGE_SIZE, count_jobs, get_job_by_id, list_dead_letters, list_job_attempts,

@@ -1,45 +1,41 @@
-//! The worker's LISTEN connection: notifications that claimable jobs arrived, on
-//! [`JOB_QUEUE_CHANNEL`] for plain jobs and [`GATED_JOB_CHANNEL`] for jobs under a global limit or
-//! holding a resource key.
+//! A LISTEN connection: the worker's on [`JOB_QUEUE_CHANNEL`](super::JOB_QUEUE_CHANNEL) and
+//! [`GATED_JOB_CHANNEL`](super::GATED_JOB_CHANNEL), the intent promoter's on
+//! [`JOB_INTENT_CHANNEL`](super::JOB_INTENT_CHANNEL).
 
 use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgNotification};
 
 use crate::postgres::Result;
 
-use super::{GATED_JOB_CHANNEL, JOB_QUEUE_CHANNEL};
+/// A notification received on one of the channels.
+pub(crate) struct Notification(PgNotification);
 
-/// A notification that jobs of a type became claimable.
-pub(crate) struct JobNotification(PgNotification);
-
-impl JobNotification {
-    /// The job type (the notification's payload).
-    pub(crate) fn job_type(&self) -> &str {
-        self.0.payload()
+impl Notification {
+    /// The channel it was sent on.
+    pub(crate) fn channel(&self) -> &str {
+        self.0.channel()
     }
 
-    /// Whether the jobs are gated (under a global limit or holding a resource key).
-    pub(crate) fn gated(&self) -> bool {
-        self.0.channel() == GATED_JOB_CHANNEL
+    /// Its payload (a job type, on the job channels).
+    pub(crate) fn payload(&self) -> &str {
+        self.0.payload()
     }
 }
 
-/// A connection listening on both job channels.
-pub(crate) struct JobNotifications(PgListener);
+/// A connection of its own listening on some channels.
+pub(crate) struct Notifications(PgListener);
 
-impl JobNotifications {
-    /// Opens a connection of its own (with `pool`'s options) and listens on both channels.
-    pub(crate) async fn listen(pool: &PgPool) -> Result<Self> {
+impl Notifications {
+    /// Opens a connection (with `pool`'s options) and listens on `channels`.
+    pub(crate) async fn listen(pool: &PgPool, channels: &[&str]) -> Result<Self> {
         let mut listener = PgListener::connect_with(pool).await?;
-        listener
-            .listen_all([JOB_QUEUE_CHANNEL, GATED_JOB_CHANNEL])
-            .await?;
+        listener.listen_all(channels.iter().copied()).await?;
         Ok(Self(listener))
     }
 
     /// The next notification; `Ok(None)` when the connection was lost and the next call
     /// reconnects (notifications sent meanwhile are lost), an error when reconnecting failed.
-    pub(crate) async fn next(&mut self) -> Result<Option<JobNotification>> {
-        Ok(self.0.try_recv().await?.map(JobNotification))
+    pub(crate) async fn next(&mut self) -> Result<Option<Notification>> {
+        Ok(self.0.try_recv().await?.map(Notification))
     }
 }

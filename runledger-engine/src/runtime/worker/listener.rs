@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::Backoff;
-use crate::postgres::jobs::JobNotifications;
+use crate::postgres::jobs::{GATED_JOB_CHANNEL, JOB_QUEUE_CHANNEL, Notifications};
 
 /// What the listener wakes: per lane, one of its plain claim loops and its loop for gated jobs.
 #[derive(Default)]
@@ -43,7 +43,7 @@ pub(super) async fn listen(
     let mut backoff = Backoff::default();
     loop {
         let mut notifications = tokio::select! {
-            result = JobNotifications::listen(&pool) => match result {
+            result = Notifications::listen(&pool, &[JOB_QUEUE_CHANNEL, GATED_JOB_CHANNEL]) => match result {
                 Ok(notifications) => notifications,
                 Err(err) => {
                     tracing::warn!(error = %err.internal_message(), "LISTEN connection failed; relying on polling meanwhile");
@@ -61,8 +61,8 @@ pub(super) async fn listen(
             tokio::select! {
                 received = notifications.next() => match received {
                     Ok(Some(notification)) => {
-                        if job_types.contains(notification.job_type()) {
-                            if notification.gated() {
+                        if job_types.contains(notification.payload()) {
+                            if notification.channel() == GATED_JOB_CHANNEL {
                                 wake_each(&wake.gated);
                             } else {
                                 wake_each(&wake.plain);
