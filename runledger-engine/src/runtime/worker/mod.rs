@@ -41,7 +41,6 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use self::capacity::LaneCapacity;
 use self::completer::Completer;
 pub use self::config::{
     DEFAULT_CLAIM_PARALLELISM, DEFAULT_COMPLETION_BATCH_SIZE, DEFAULT_COMPLETION_FLUSH_INTERVAL,
@@ -251,7 +250,6 @@ impl WorkerLoop {
         let jobs = JobTasks::new(tasks);
         let launcher = Arc::new(Launcher {
             executor,
-            leases: Arc::clone(&leases),
             jobs: jobs.clone(),
             finished,
             expected: Arc::clone(&expected),
@@ -264,10 +262,13 @@ impl WorkerLoop {
             .lanes()
             .into_iter()
             .map(|lane| {
-                let capacity =
-                    LaneCapacity::new(lane.concurrency, &self.config, Arc::clone(&unpersisted));
-                let launcher = Arc::clone(&launcher);
-                Arc::new(Producer::new(lane, capacity, Arc::clone(&claims), launcher))
+                Arc::new(Producer::new(
+                    lane,
+                    &self.config,
+                    Arc::clone(&unpersisted),
+                    Arc::clone(&claims),
+                    Arc::clone(&launcher),
+                ))
             })
             .collect();
         drop(launcher);

@@ -19,16 +19,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
-use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::Backoff;
+use super::WorkerConfig;
 use super::capacity::{LaneCapacity, Start};
 use super::config::Lane;
 use super::executor::{Executor, job_span};
-use super::lease_table::LeaseTable;
 use super::outcome::{ExpectedOutcomes, Finished, OutcomeHold, OutcomeToCome};
 use crate::postgres::jobs::{ClaimConnection, ClaimRequest, ClaimedJob};
 use crate::runtime::metrics::WorkerMetrics;
@@ -68,7 +68,6 @@ impl Claims {
 /// completer's channel.
 pub(super) struct Launcher {
     pub(super) executor: Arc<Executor>,
-    pub(super) leases: Arc<LeaseTable>,
     pub(super) jobs: JobTasks,
     pub(super) finished: mpsc::UnboundedSender<Finished>,
     pub(super) expected: Arc<ExpectedOutcomes>,
@@ -98,15 +97,18 @@ pub(super) struct Claim {
 }
 
 impl Producer {
+    /// The producer of `lane`, with the lane's capacity under `config` and its share of the
+    /// worker's room for `unpersisted` outcomes.
     pub(super) fn new(
         lane: Lane,
-        capacity: LaneCapacity,
+        config: &WorkerConfig,
+        unpersisted: Arc<Semaphore>,
         claims: Arc<Claims>,
         launcher: Arc<Launcher>,
     ) -> Self {
         Self {
+            capacity: Arc::new(LaneCapacity::new(lane.concurrency, config, unpersisted)),
             queues: lane.queues,
-            capacity: Arc::new(capacity),
             claims,
             launcher,
             plain_wake: Arc::new(Notify::new()),
@@ -121,7 +123,7 @@ impl Producer {
     }
 
     /// Starts the lane's `parallelism` plain claim loops and its gated one in `tasks`; each
-    /// ends when `shutdown` fires (or the hard stop closes the capacity).
+    /// ends when `shutdown` fires.
     pub(super) fn start(
         self: Arc<Self>,
         tasks: &TaskSpawner,
@@ -253,11 +255,10 @@ impl Producer {
         gated: bool,
     ) {
         let launcher = &self.launcher;
-        let lost = launcher.leases.hold(job.id, job.attempt);
+        let lost = launcher.executor.leases.hold(job.id, job.attempt);
         let span = job_span(&job);
         let run = JobRun {
             executor: Arc::clone(&launcher.executor),
-            leases: Arc::clone(&launcher.leases),
             capacity: Arc::clone(&self.capacity),
             finished: launcher.finished.clone(),
             hard_stop: launcher.hard_stop.clone(),
@@ -275,7 +276,6 @@ impl Producer {
 /// A claimed job's task, with everything it holds.
 struct JobRun {
     executor: Arc<Executor>,
-    leases: Arc<LeaseTable>,
     capacity: Arc<LaneCapacity>,
     finished: mpsc::UnboundedSender<Finished>,
     hard_stop: CancellationToken,
@@ -305,7 +305,7 @@ impl JobRun {
                 // like a handler the hard stop dropped.
                 match slot {
                     Some(slot) => slot,
-                    None => return self.leases.abort(self.job.id),
+                    None => return self.executor.leases.abort(self.job.id),
                 }
             }
         };
