@@ -9,7 +9,6 @@ use syn::{Expr, FnArg, Ident, ItemFn, Pat, ReturnType, Type, TypeReference};
 use crate::args;
 use crate::case;
 use crate::errors::Errors;
-use crate::schedule;
 use crate::syntax;
 
 pub(crate) const USAGE: &str =
@@ -89,11 +88,13 @@ struct JobFn {
     returns: Option<Return>,
 }
 
-/// Expands `#[job(args)]` on `function`, with the `#[schedule]`s stacked on it.
+/// Expands `#[job(args)]` on `function`. `stacked` builds the registrations of the
+/// `#[schedule]`s stacked on the fn (see `stacked`) from the fn without its `#[output]`
+/// attributes and the payload type's name, reporting its problems with the job's.
 pub(crate) fn expand(
     args: TokenStream,
-    schedules: Vec<TokenStream>,
     function: &ItemFn,
+    stacked: impl FnOnce(&ItemFn, &Ident, &mut Errors) -> Vec<TokenStream>,
 ) -> TokenStream {
     let mut errors = Errors::default();
     let job_args = parse_args(args, &mut errors);
@@ -114,15 +115,7 @@ pub(crate) fn expand(
         .payload
         .clone()
         .unwrap_or_else(|| case::pascal_case(&function.sig.ident));
-    let mut registrations = Vec::new();
-    for schedule_args in schedules {
-        registrations.push(schedule::expand_stacked(
-            schedule_args,
-            function,
-            &payload,
-            &mut errors,
-        ));
-    }
+    let registrations = stacked(function, &payload, &mut errors);
     let mut attached = field_helpers(&payload, &model);
     if errors.is_empty() {
         attached.extend(job_impl(function, &job_args, &payload, &model));
@@ -194,14 +187,6 @@ fn parse_args(tokens: TokenStream, errors: &mut Errors) -> JobArgs {
     parsed
 }
 
-/// Whether an argument's type is the handler's context (by value or, mistakenly, borrowed).
-pub(crate) fn is_context(ty: &Type) -> bool {
-    match ty {
-        Type::Reference(reference) => is_context(&reference.elem),
-        ty => syntax::is_named(ty, "JobContext"),
-    }
-}
-
 const OUTPUT_USAGE: &str = "#[output(Research::CRAWL)] page: String";
 
 /// Takes the `#[output(..)]` attributes off the fn's arguments (the compiler would not know
@@ -269,7 +254,7 @@ fn parse_fn(function: &ItemFn, reads: Vec<Option<Expr>>, errors: &mut Errors) ->
             }
             continue;
         }
-        if is_context(&typed.ty) {
+        if syntax::is_context(&typed.ty) {
             if let Type::Reference(reference) = &*typed.ty {
                 errors.spanned(
                     reference,

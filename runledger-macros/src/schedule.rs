@@ -9,7 +9,6 @@ use syn::{FnArg, Ident, ItemFn, LitStr, ReturnType};
 
 use crate::args;
 use crate::errors::Errors;
-use crate::job;
 use crate::syntax;
 
 pub(crate) const USAGE: &str =
@@ -90,7 +89,7 @@ pub(crate) fn expand_stacked(
     let parsed = parse_args(tokens, errors);
     for input in &function.sig.inputs {
         let FnArg::Typed(typed) = input else { continue };
-        if !job::is_context(&typed.ty) && !syntax::is_named(&typed.ty, "Option") {
+        if !syntax::is_context(&typed.ty) && !syntax::is_named(&typed.ty, "Option") {
             errors.spanned(
                 &typed.ty,
                 "a #[schedule] on a #[job] fn enqueues it without arguments, so each argument must be an `Option`; or return the payload from a separate #[schedule] fn",

@@ -1,6 +1,8 @@
 //! `#[job]` and `#[schedule]` on one fn, in any order: the attribute the compiler expands
 //! first takes the others off the fn and hands each to the module that owns it, so every
-//! attribute is expanded exactly once and no module re-emits another's attribute.
+//! attribute is expanded exactly once and no module re-emits another's attribute. On a job fn,
+//! this module joins the two: `job` asks it for the registrations of the stacked schedules,
+//! which `schedule` builds from the job's payload type. Neither of the two imports the other.
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -48,7 +50,12 @@ pub(crate) fn expand(first: Attribute, item: TokenStream) -> TokenStream {
         }
     });
     let mut out = match jobs.pop() {
-        Some(args) => job::expand(args, schedules, &function),
+        Some(args) => job::expand(args, &function, |function, payload, errors| {
+            schedules
+                .into_iter()
+                .map(|tokens| schedule::expand_stacked(tokens, function, payload, errors))
+                .collect()
+        }),
         None => schedule::expand(schedules, &function),
     };
     out.extend(errors.into_compile_errors());

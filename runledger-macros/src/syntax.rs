@@ -1,5 +1,5 @@
 //! Small readings of syn syntax shared by the macros: the annotated item, attributes by name,
-//! and the shape of a type.
+//! and the shape of a type (the handler's context among them).
 
 use proc_macro2::TokenStream;
 use syn::{Attribute, GenericArgument, Meta, PathArguments, PathSegment, Type};
@@ -46,6 +46,15 @@ pub(crate) fn last_segment(ty: &Type) -> Option<&PathSegment> {
 /// Whether a type's last path segment is `name` (`Option`, `External`, ...).
 pub(crate) fn is_named(ty: &Type, name: &str) -> bool {
     last_segment(ty).is_some_and(|segment| segment.ident == name)
+}
+
+/// Whether an argument's type is the handler's context, `JobContext` (by value or, mistakenly,
+/// borrowed): a `#[job]` fn's first argument, which no payload carries.
+pub(crate) fn is_context(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(reference) => is_context(&reference.elem),
+        ty => is_named(ty, "JobContext"),
+    }
 }
 
 /// The type arguments of a path type's last segment (`Result<T, E>` → `[T, E]`).

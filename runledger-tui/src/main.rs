@@ -35,8 +35,10 @@
 mod app;
 mod args;
 mod cli;
+mod input;
 mod model;
 mod poller;
+mod screens;
 mod terminal;
 mod ui;
 
@@ -51,13 +53,14 @@ use sqlx::PgPool;
 use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, watch};
 
+use crate::app::frame::{self, CHROME_ROWS};
 use crate::app::{App, AppConfig, Effect};
 use crate::args::{Cli, Command, TuiArgs};
 use crate::cli::Output;
 use crate::model::PollerEvent;
 use crate::poller::PollerConfig;
 use crate::terminal::TerminalGuard;
-use crate::ui::{CHROME_ROWS, Clock};
+use crate::ui::Clock;
 
 /// Longest a fetch (or the startup schema check) may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -259,9 +262,7 @@ fn event_loop(
         }
         let size = guard.terminal.size()?;
         app.page_rows = usize::from(size.height.saturating_sub(CHROME_ROWS));
-        guard
-            .terminal
-            .draw(|frame| ui::draw(frame, app, Clock::now()))?;
+        guard.terminal.draw(|f| frame::draw(f, app, Clock::now()))?;
         if let Ok(key) = keys.recv_timeout(Duration::from_millis(100)) {
             for effect in app.handle_key(key) {
                 match effect {

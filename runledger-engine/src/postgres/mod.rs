@@ -1,5 +1,6 @@
 //! PostgreSQL persistence: the schema and its migrations, and every SQL statement Runledger
-//! runs. All objects live in the `runledger` schema.
+//! runs. All objects live in the `runledger` schema; the current definition of each table,
+//! function, trigger and view, with its contract, is in `runledger-engine/sql/`.
 
 mod connect;
 mod error;

@@ -1,4 +1,8 @@
 //! The bundled migrations and the two startup modes: apply them, or validate an existing schema.
+//!
+//! The migrations bring a database to the definitions kept in `runledger-engine/sql/`, where
+//! each table, function, trigger and view has its current text and its contract; a test builds
+//! a database from each and compares their schemas.
 
 use std::collections::BTreeMap;
 

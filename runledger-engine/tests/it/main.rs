@@ -33,6 +33,7 @@ mod schedules;
 mod schema;
 mod seed_examples;
 mod seed_rules;
+mod sql_sources;
 mod tenancy;
 mod trace;
 mod workflows;

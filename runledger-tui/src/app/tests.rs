@@ -2,13 +2,43 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::any::Any;
+use std::time::{Duration, Instant};
+
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use runledger_engine::core::jobs::{JobId, JobStatus, WorkflowRunId, WorkflowRunStatus};
 use uuid::Uuid;
 
-use super::{App, Detail, Effect, InputKind, Pane, Screen, Tab};
-use crate::model::{Command, Data, Found, QueueData, ViewQuery, WorkflowsData};
+use super::{App, Effect};
+use crate::input::InputKind;
+use crate::model::{
+    Command, Data, Found, PollerEvent, QueueData, Snapshot, ViewQuery, WorkflowsData,
+};
+use crate::screens::{JobDetail, Pane, Queue, Screen, Workflows};
 use crate::ui::tests::{app, job, load, metrics, press, queue_data, run_row, workflow_detail};
+
+/// The tab of type `S`.
+fn tab<S: Screen>(app: &App) -> &S {
+    app.tabs
+        .iter()
+        .find_map(|tab| (&**tab as &dyn Any).downcast_ref())
+        .expect("a registered tab")
+}
+
+/// The screen on top, which must be an `S`.
+fn top<S: Screen>(app: &App) -> &S {
+    (app.top() as &dyn Any)
+        .downcast_ref()
+        .expect("the screen on top")
+}
+
+fn queue(app: &App) -> &Queue {
+    tab(app)
+}
+
+fn workflows(app: &App) -> &Workflows {
+    tab(app)
+}
 
 fn type_text(app: &mut App, text: &str) {
     for c in text.chars() {
@@ -26,21 +56,25 @@ fn queue_app() -> App {
 #[test]
 fn number_keys_and_tab_switch_screens() {
     let mut app = app();
-    assert_eq!(app.screen(), Screen::Tab(Tab::Dashboard));
-    for (key, tab) in [
-        ('2', Tab::Queue),
-        ('3', Tab::Workflows),
-        ('4', Tab::Definitions),
-        ('1', Tab::Dashboard),
+    assert_eq!(app.top().title(), "Dashboard");
+    for (key, title) in [
+        ('2', "Queue"),
+        ('3', "Workflows"),
+        ('4', "Definitions"),
+        ('1', "Dashboard"),
     ] {
         press(&mut app, KeyCode::Char(key));
-        assert_eq!(app.screen(), Screen::Tab(tab));
+        assert_eq!(app.top().title(), title);
     }
     press(&mut app, KeyCode::Tab);
-    assert_eq!(app.tab, Tab::Queue);
+    assert_eq!(app.top().title(), "Queue");
     press(&mut app, KeyCode::BackTab);
     press(&mut app, KeyCode::BackTab);
-    assert_eq!(app.tab, Tab::Definitions, "Shift+Tab wraps backwards");
+    assert_eq!(
+        app.top().title(),
+        "Definitions",
+        "Shift+Tab wraps backwards"
+    );
     assert_eq!(app.query().view, ViewQuery::Definitions);
 }
 
@@ -48,27 +82,28 @@ fn number_keys_and_tab_switch_screens() {
 fn movement_keys_move_the_selection_and_turn_keyset_pages() {
     let mut app = queue_app();
     press(&mut app, KeyCode::Char('j'));
-    assert_eq!(app.selected_queue, 1);
+    assert_eq!(queue(&app).pages.selection.row, 1);
     press(&mut app, KeyCode::Up);
-    assert_eq!(app.selected_queue, 0);
+    assert_eq!(queue(&app).pages.selection.row, 0);
     press(&mut app, KeyCode::Down);
     press(&mut app, KeyCode::Char('k'));
     press(&mut app, KeyCode::Char('G'));
-    assert_eq!(App::clamp(app.selected_queue, 2), 1);
+    assert_eq!(queue(&app).pages.selection.index(2), 1);
     press(&mut app, KeyCode::Char('g'));
-    assert_eq!(app.selected_queue, 0);
+    assert_eq!(queue(&app).pages.selection.row, 0);
     press(&mut app, KeyCode::PageDown);
     assert_eq!(
-        app.selected_queue, 1,
+        queue(&app).pages.selection.row,
+        1,
         "a page key stops at the last row first"
     );
     // Past the last row: the next keyset page, from the page's cursor.
     press(&mut app, KeyCode::Char('j'));
-    assert_eq!(app.queue_pages, vec![JobId(Uuid::from_u128(2))]);
+    assert_eq!(queue(&app).pages.cursors, vec![JobId(Uuid::from_u128(2))]);
     assert_eq!(
         app.query().view,
         ViewQuery::Queue {
-            filter: app.queue_filter.clone(),
+            filter: queue(&app).filter.clone(),
             after: Some(JobId(Uuid::from_u128(2)))
         }
     );
@@ -81,23 +116,26 @@ fn movement_keys_move_the_selection_and_turn_keyset_pages() {
     );
     press(&mut app, KeyCode::Char('j'));
     press(&mut app, KeyCode::PageUp);
-    assert_eq!(app.selected_queue, 0);
+    assert_eq!(queue(&app).pages.selection.row, 0);
     press(&mut app, KeyCode::Char('k'));
     assert!(
-        app.queue_pages.is_empty(),
+        queue(&app).pages.cursors.is_empty(),
         "above the first row: the previous page"
     );
-    assert_eq!(app.selected_queue, usize::MAX, "…at its last row");
+    assert_eq!(
+        queue(&app).pages.selection.row,
+        usize::MAX,
+        "…at its last row"
+    );
 }
 
 #[test]
 fn enter_opens_and_h_or_esc_go_back() {
     let mut app = queue_app();
     press(&mut app, KeyCode::Enter);
-    assert_eq!(app.screen(), Screen::Job(JobId(Uuid::from_u128(3))));
     assert_eq!(app.query().view, ViewQuery::Job(JobId(Uuid::from_u128(3))));
     press(&mut app, KeyCode::Char('h'));
-    assert_eq!(app.screen(), Screen::Tab(Tab::Queue));
+    assert_eq!(app.top().title(), "Queue");
 
     press(&mut app, KeyCode::Char('3'));
     load(
@@ -110,18 +148,19 @@ fn enter_opens_and_h_or_esc_go_back() {
     );
     press(&mut app, KeyCode::Char('l'));
     let run = WorkflowRunId(Uuid::from_u128(77));
-    assert_eq!(app.screen(), Screen::Workflow(run));
+    assert_eq!(app.query().view, ViewQuery::Workflow(run));
     load(&mut app, Data::Workflow(Some(Box::new(workflow_detail()))));
     press(&mut app, KeyCode::Enter);
+    let stack: Vec<ViewQuery> = app.stack.iter().map(|screen| screen.query()).collect();
     assert_eq!(
-        app.stack,
+        stack,
         vec![
-            Detail::Workflow(run),
-            Detail::Job(JobId(Uuid::from_u128(31)))
+            ViewQuery::Workflow(run),
+            ViewQuery::Job(JobId(Uuid::from_u128(31)))
         ]
     );
     press(&mut app, KeyCode::Esc);
-    assert_eq!(app.screen(), Screen::Workflow(run));
+    assert_eq!(app.query().view, ViewQuery::Workflow(run));
     press(&mut app, KeyCode::Char('G'));
     press(&mut app, KeyCode::Enter);
     assert_eq!(app.flash.as_deref(), Some("this step has no job yet"));
@@ -131,9 +170,9 @@ fn enter_opens_and_h_or_esc_go_back() {
     load(&mut app, Data::Dashboard(metrics()));
     press(&mut app, KeyCode::Char('j'));
     press(&mut app, KeyCode::Enter);
-    assert_eq!(app.screen(), Screen::Tab(Tab::Queue));
+    assert_eq!(app.top().title(), "Queue");
     assert_eq!(
-        app.queue_filter.type_contains.as_deref(),
+        queue(&app).filter.type_contains.as_deref(),
         Some("reports.render")
     );
 }
@@ -142,19 +181,20 @@ fn enter_opens_and_h_or_esc_go_back() {
 fn brackets_and_arrows_switch_job_detail_panes() {
     let mut app = queue_app();
     press(&mut app, KeyCode::Enter);
-    assert_eq!(app.pane, Pane::Summary);
+    let pane = |app: &App| top::<JobDetail>(app).pane;
+    assert_eq!(pane(&app), Pane::Summary);
     press(&mut app, KeyCode::Char(']'));
-    assert_eq!(app.pane, Pane::History);
+    assert_eq!(pane(&app), Pane::History);
     press(&mut app, KeyCode::Right);
-    assert_eq!(app.pane, Pane::Logs);
+    assert_eq!(pane(&app), Pane::Logs);
     press(&mut app, KeyCode::Char('j'));
-    assert_eq!(app.detail_scroll, 1, "j scrolls inside a pane");
+    assert_eq!(top::<JobDetail>(&app).scroll, 1, "j scrolls inside a pane");
     press(&mut app, KeyCode::Left);
-    assert_eq!(app.pane, Pane::History);
-    assert_eq!(app.detail_scroll, 0);
+    assert_eq!(pane(&app), Pane::History);
+    assert_eq!(top::<JobDetail>(&app).scroll, 0);
     press(&mut app, KeyCode::Char('['));
     press(&mut app, KeyCode::Char('['));
-    assert_eq!(app.pane, Pane::Payload, "panes wrap around");
+    assert_eq!(pane(&app), Pane::Payload, "panes wrap around");
 }
 
 #[test]
@@ -164,19 +204,19 @@ fn slash_t_and_w_edit_filters() {
     assert_eq!(app.input.as_ref().unwrap().kind, InputKind::Search);
     type_text(&mut app, "smtp.rejected");
     press(&mut app, KeyCode::Enter);
-    assert_eq!(app.queue_filter.search.as_deref(), Some("smtp.rejected"));
+    assert_eq!(queue(&app).filter.search.as_deref(), Some("smtp.rejected"));
 
     press(&mut app, KeyCode::Char('t'));
     type_text(&mut app, "email");
     press(&mut app, KeyCode::Backspace);
     press(&mut app, KeyCode::Enter);
-    assert_eq!(app.queue_filter.type_contains.as_deref(), Some("emai"));
+    assert_eq!(queue(&app).filter.type_contains.as_deref(), Some("emai"));
 
     press(&mut app, KeyCode::Char('t'));
     press(&mut app, KeyCode::Esc);
     assert!(app.input.is_none());
     assert_eq!(
-        app.queue_filter.type_contains.as_deref(),
+        queue(&app).filter.type_contains.as_deref(),
         Some("emai"),
         "Esc keeps the filter"
     );
@@ -186,19 +226,19 @@ fn slash_t_and_w_edit_filters() {
     press(&mut app, KeyCode::Char('j'));
     press(&mut app, KeyCode::Char('w'));
     assert_eq!(
-        app.queue_filter.workflow_run,
+        queue(&app).filter.workflow_run,
         Some(WorkflowRunId(Uuid::from_u128(77)))
     );
     press(&mut app, KeyCode::Char('w'));
-    assert_eq!(app.queue_filter.workflow_run, None);
+    assert_eq!(queue(&app).filter.workflow_run, None);
     // A job without a run: w edits the workflow type filter on the Workflows screen.
     press(&mut app, KeyCode::Char('g'));
     press(&mut app, KeyCode::Char('w'));
-    assert_eq!(app.screen(), Screen::Tab(Tab::Workflows));
+    assert_eq!(app.top().title(), "Workflows");
     type_text(&mut app, "research");
     press(&mut app, KeyCode::Enter);
     assert_eq!(
-        app.workflow_filter.type_contains.as_deref(),
+        workflows(&app).filter.type_contains.as_deref(),
         Some("research")
     );
 
@@ -217,7 +257,7 @@ fn f_cycles_status_filters_and_c_clears_them() {
     let mut seen = Vec::new();
     for _ in 0..6 {
         press(&mut app, KeyCode::Char('f'));
-        seen.push(app.queue_filter.status);
+        seen.push(queue(&app).filter.status);
     }
     assert_eq!(
         seen,
@@ -235,13 +275,16 @@ fn f_cycles_status_filters_and_c_clears_them() {
     type_text(&mut app, "x");
     press(&mut app, KeyCode::Enter);
     press(&mut app, KeyCode::Char('c'));
-    assert!(app.queue_filter.is_empty());
+    assert!(queue(&app).filter.is_empty());
 
     press(&mut app, KeyCode::Char('3'));
     press(&mut app, KeyCode::Char('f'));
-    assert_eq!(app.workflow_filter.status, Some(WorkflowRunStatus::Running));
+    assert_eq!(
+        workflows(&app).filter.status,
+        Some(WorkflowRunStatus::Running)
+    );
     press(&mut app, KeyCode::Char('c'));
-    assert_eq!(app.workflow_filter.status, None);
+    assert_eq!(workflows(&app).filter.status, None);
 
     press(&mut app, KeyCode::Char('1'));
     press(&mut app, KeyCode::Char('f'));
@@ -257,16 +300,19 @@ fn f_cycles_status_filters_and_c_clears_them() {
 fn v_toggles_wide_lists_and_payload_wrapping_r_toggles_raw_payloads() {
     let mut app = queue_app();
     press(&mut app, KeyCode::Char('v'));
-    assert!(app.wide);
+    assert!(app.options.wide);
     press(&mut app, KeyCode::Enter);
-    assert!(app.wrap, "payloads wrap by default");
+    assert!(app.options.wrap, "payloads wrap by default");
     press(&mut app, KeyCode::Char('v'));
-    assert!(!app.wrap);
-    assert!(app.wide, "v on a detail screen leaves the list view alone");
+    assert!(!app.options.wrap);
+    assert!(
+        app.options.wide,
+        "v on a detail screen leaves the list view alone"
+    );
     press(&mut app, KeyCode::Char('R'));
-    assert!(app.raw_json);
+    assert!(app.options.raw_json);
     press(&mut app, KeyCode::Char('R'));
-    assert!(!app.raw_json);
+    assert!(!app.options.raw_json);
 }
 
 #[test]
@@ -323,7 +369,7 @@ fn colon_runs_commands_and_jumps_to_ids() {
     press(&mut app, KeyCode::Enter);
     assert_eq!(app.query().view, ViewQuery::Lookup(id));
     load(&mut app, Data::Lookup(Found::Workflow(WorkflowRunId(id))));
-    assert_eq!(app.screen(), Screen::Workflow(WorkflowRunId(id)));
+    assert_eq!(app.query().view, ViewQuery::Workflow(WorkflowRunId(id)));
 
     press(&mut app, KeyCode::Char(':'));
     type_text(&mut app, &id.to_string());
@@ -336,14 +382,11 @@ fn colon_runs_commands_and_jumps_to_ids() {
             .starts_with("no job or workflow run")
     );
 
-    for (line, screen) in [
-        ("queue", Screen::Tab(Tab::Queue)),
-        ("4", Screen::Tab(Tab::Definitions)),
-    ] {
+    for (line, title) in [("queue", "Queue"), ("4", "Definitions")] {
         press(&mut app, KeyCode::Char(':'));
         type_text(&mut app, line);
         press(&mut app, KeyCode::Enter);
-        assert_eq!(app.screen(), screen);
+        assert_eq!(app.top().title(), title);
     }
     press(&mut app, KeyCode::Char(':'));
     type_text(&mut app, &format!("org {id}"));
@@ -417,4 +460,73 @@ fn snapshots_for_an_old_query_do_not_count_as_current() {
         "filters changed: the data on screen is for the old query"
     );
     let _ = job(1, "x", JobStatus::Pending);
+}
+
+#[test]
+fn each_screen_keeps_its_own_selection_and_search() {
+    let mut app = app();
+    load(&mut app, Data::Dashboard(metrics()));
+    press(&mut app, KeyCode::Char('j'));
+    press(&mut app, KeyCode::Char('/'));
+    type_text(&mut app, "reports");
+    press(&mut app, KeyCode::Enter);
+
+    press(&mut app, KeyCode::Char('4'));
+    press(&mut app, KeyCode::Char('/'));
+    assert_eq!(
+        app.input.as_ref().unwrap().text,
+        "",
+        "Definitions has a search of its own"
+    );
+    press(&mut app, KeyCode::Esc);
+
+    press(&mut app, KeyCode::Char('1'));
+    assert_eq!(
+        press(&mut app, KeyCode::Char('y')),
+        vec![Effect::Copy("reports.render".to_owned())],
+        "back on the Dashboard: its search and selected row as they were"
+    );
+}
+
+#[test]
+fn a_snapshot_for_a_tab_under_a_detail_screen_reaches_the_tab() {
+    let mut app = queue_app();
+    let queue_query = app.query();
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.query().view, ViewQuery::Job(JobId(Uuid::from_u128(3))));
+    app.apply(PollerEvent::Snapshot(Box::new(Snapshot {
+        query: queue_query,
+        data: Data::Queue(QueueData {
+            jobs: vec![job(8, "emails.send", JobStatus::Leased)],
+            next_cursor: None,
+            total: 1,
+        }),
+        fetched_at: Instant::now(),
+        elapsed: Duration::from_millis(3),
+    })));
+    assert!(
+        !app.is_current(),
+        "the job detail still waits for its own data"
+    );
+    press(&mut app, KeyCode::Char('h'));
+    assert!(app.is_current());
+    assert_eq!(
+        press(&mut app, KeyCode::Char('y')),
+        vec![Effect::Copy(Uuid::from_u128(8).to_string())]
+    );
+}
+
+#[test]
+fn a_detail_screen_ignores_data_of_another_id() {
+    let mut app = queue_app();
+    press(&mut app, KeyCode::Enter);
+    let mut other = app.query();
+    other.view = ViewQuery::Job(JobId(Uuid::from_u128(99)));
+    app.apply(PollerEvent::Snapshot(Box::new(Snapshot {
+        query: other,
+        data: Data::Job(None),
+        fetched_at: Instant::now(),
+        elapsed: Duration::from_millis(3),
+    })));
+    assert!(top::<JobDetail>(&app).loaded().is_none());
 }

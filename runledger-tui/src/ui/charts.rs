@@ -9,7 +9,7 @@ use ratatui::widgets::{Block, Sparkline};
 use crate::model::ActivityPoint;
 
 /// Rows the charts take.
-pub(super) const HEIGHT: u16 = 5;
+pub(crate) const HEIGHT: u16 = 5;
 
 /// One chart: its name, the value it plots, its colour, and whether it is a level (shown with
 /// its current value) rather than a count per minute (shown with its total and peak).
@@ -42,7 +42,7 @@ const SERIES: [Series; 3] = [
 ];
 
 /// Draws the three charts side by side in `area`.
-pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, activity: &[ActivityPoint]) {
+pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, activity: &[ActivityPoint]) {
     let areas = Layout::horizontal([Constraint::Ratio(1, 3); 3]).split(area);
     for (series, area) in SERIES.iter().zip(areas.iter()) {
         let Series {

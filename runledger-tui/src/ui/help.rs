@@ -71,7 +71,7 @@ pub(crate) const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl+C", "quit"),
 ];
 
-pub(super) fn draw(frame: &mut Frame<'_>, area: Rect) {
+pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect) {
     let width = area.width.saturating_sub(4).min(100);
     let height = (KEYS.len() as u16 + 2).min(area.height);
     let popup = Rect {

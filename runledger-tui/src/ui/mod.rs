@@ -1,15 +1,9 @@
-//! Drawing. One file per screen; this module draws the frame around them (title with the
-//! connection state, footer with the prompt or key hints, help overlay). Views only read the
-//! [`App`]; they never touch the database.
+//! What the screens draw with: the clock and display options a frame is drawn with, the
+//! formats of times, counts and JSON, status colours, tables and placeholders. The screens
+//! draw themselves (`screens/`); the app draws the frame around them (`app/frame.rs`).
 
-mod charts;
-mod dashboard;
-mod definitions;
-mod help;
-mod job_detail;
-mod queue;
-mod workflow_detail;
-mod workflows;
+pub(crate) mod charts;
+pub(crate) mod help;
 
 use std::time::{Duration, Instant};
 
@@ -17,11 +11,8 @@ use chrono::{DateTime, Utc};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, TableState};
 use runledger_engine::core::jobs::{JobStatus, WorkflowRunStatus, WorkflowStepStatus};
-
-use crate::app::{App, Screen, Tab};
 
 /// The clock a frame is drawn at (passed in so tests render deterministic text).
 #[derive(Debug, Clone, Copy)]
@@ -39,135 +30,44 @@ impl Clock {
     }
 }
 
-/// Rows of chrome around a table (title, borders, header, footer): what a page key skips.
-pub(crate) const CHROME_ROWS: u16 = 6;
+/// Display toggles that hold across screens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Options {
+    /// `v` on lists: wide tables.
+    pub(crate) wide: bool,
+    /// `R`: raw (compact) rather than pretty JSON payloads.
+    pub(crate) raw_json: bool,
+    /// `v` on detail screens: long payload lines wrap rather than being cut at the edge.
+    pub(crate) wrap: bool,
+}
 
-/// Draws the whole screen.
-pub(crate) fn draw(frame: &mut Frame<'_>, app: &App, clock: Clock) {
-    let [title, body, footer] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(3),
-        Constraint::Length(1),
-    ])
-    .areas(frame.area());
-    frame.render_widget(Paragraph::new(title_line(app, clock)), title);
-    let block = Block::bordered().title(view_title(app));
-    match app.screen() {
-        Screen::Tab(Tab::Dashboard) => dashboard::draw(frame, body, block, app, clock),
-        Screen::Tab(Tab::Queue) => queue::draw(frame, body, block, app),
-        Screen::Tab(Tab::Workflows) => workflows::draw(frame, body, block, app),
-        Screen::Tab(Tab::Definitions) => definitions::draw(frame, body, block, app),
-        Screen::Job(id) => job_detail::draw(frame, body, block, app, id),
-        Screen::Workflow(id) => workflow_detail::draw(frame, body, block, app, id),
-    }
-    frame.render_widget(Paragraph::new(footer_line(app)), footer);
-    if app.help {
-        help::draw(frame, frame.area());
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            wide: false,
+            raw_json: false,
+            wrap: true,
+        }
     }
 }
 
-/// The title bar: tabs, scope and the state of the data (live, loading, paused, stale,
-/// reconnecting with the error).
-fn title_line(app: &App, clock: Clock) -> Line<'static> {
-    let mut spans = vec![Span::styled(
-        " runledger ",
-        Style::new().add_modifier(Modifier::BOLD),
-    )];
-    for (i, tab) in Tab::ALL.iter().enumerate() {
-        let text = format!(" {} {} ", i + 1, tab.title());
-        let style = if *tab == app.tab {
-            Style::new().add_modifier(Modifier::REVERSED)
-        } else {
-            Style::new()
-        };
-        spans.push(Span::styled(text, style));
-    }
-    let scope = match app.organization {
-        Some(org) => format!(" | org {org}"),
-        None => " | all orgs".to_owned(),
-    };
-    spans.push(Span::raw(scope));
-    let (state, style) = data_state(app, clock.now);
-    spans.push(Span::raw(" | "));
-    spans.push(Span::styled(state, style));
-    Line::from(spans)
+/// What a screen's drawing needs from outside the screen.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Context<'a> {
+    pub(crate) clock: Clock,
+    pub(crate) options: Options,
+    /// The error that keeps data from arriving, if any.
+    pub(crate) error: Option<&'a str>,
 }
 
-/// A short description of how fresh the data is.
-pub(crate) fn data_state(app: &App, now: Instant) -> (String, Style) {
-    let age = app
-        .connection
-        .last_ok
-        .map(|at| now.saturating_duration_since(at));
-    let updated = age.map_or_else(String::new, |age| {
-        format!(" (updated {} ago)", format_duration(age))
-    });
-    if let Some((error, attempt)) = &app.connection.error {
-        return (
-            format!("reconnecting, try {attempt}: {error}{updated}"),
-            Style::new().fg(Color::Red),
-        );
-    }
-    if !app.is_current() {
-        return ("loading...".to_owned(), Style::new().fg(Color::Yellow));
-    }
-    if app.paused {
-        return (format!("paused{updated}"), Style::new().fg(Color::Yellow));
-    }
-    let stale_after = (app.refresh * 3).max(Duration::from_secs(5));
-    if age.is_some_and(|age| age > stale_after) {
-        return (format!("stale{updated}"), Style::new().fg(Color::Yellow));
-    }
-    let took = app
-        .current_elapsed()
-        .map_or_else(String::new, |d| format!(" in {} ms", d.as_millis()));
-    (format!("live{took}"), Style::new().fg(Color::Green))
-}
-
-fn view_title(app: &App) -> String {
-    match app.screen() {
-        Screen::Tab(tab) => format!(" {} ", tab.title()),
-        Screen::Job(id) => format!(" Job {id} "),
-        Screen::Workflow(id) => format!(" Workflow run {id} "),
-    }
-}
-
-fn footer_line(app: &App) -> Line<'static> {
-    if let Some(input) = &app.input {
-        return Line::from(vec![
-            Span::styled(
-                input.kind.prompt().to_owned(),
-                Style::new().add_modifier(Modifier::BOLD),
-            ),
-            Span::raw(input.text.clone()),
-            Span::styled("_", Style::new().add_modifier(Modifier::SLOW_BLINK)),
-            Span::raw("   (Enter apply, Esc cancel)"),
-        ]);
-    }
-    if let Some(flash) = &app.flash {
-        return Line::from(Span::styled(
-            format!(" {flash}"),
-            Style::new().fg(Color::Cyan),
-        ));
-    }
-    let hints = match app.screen() {
-        Screen::Job(_) => {
-            " h back  [ ] panes  j/k scroll  v raw/pretty  y copy id  r refresh  ? help  q quit"
+impl Context<'_> {
+    /// The text shown where data has not arrived yet: loading, or the error that prevents it.
+    pub(crate) fn not_loaded_text(&self) -> String {
+        match self.error {
+            Some(error) => format!("cannot load: {error}"),
+            None => "loading...".to_owned(),
         }
-        Screen::Workflow(_) => {
-            " h back  j/k move  Enter open step job  v raw/pretty  y copy  ? help  q quit"
-        }
-        Screen::Tab(Tab::Queue) => {
-            " Enter open  / search  t type  f status  w run  c clear  v wide  y copy  ? help"
-        }
-        Screen::Tab(Tab::Workflows) => {
-            " Enter open  / search  w type  f status  c clear  v wide  y copy  ? help"
-        }
-        Screen::Tab(_) => {
-            " 1-4 screens  Enter jobs of type  / filter  : jump to id  p pause  o org  ? help  q quit"
-        }
-    };
-    Line::from(Span::styled(hints, Style::new().fg(Color::DarkGray)))
+    }
 }
 
 /// "3s", "2m 5s", "4h 10m".
@@ -233,15 +133,13 @@ pub(crate) fn selected_style() -> Style {
     Style::new().add_modifier(Modifier::REVERSED)
 }
 
-/// Draws `table` with a bold `header` and row `selected` (clamped to the `len` rows)
-/// highlighted.
+/// Draws `table` with a bold `header` and row `selected` highlighted.
 pub(crate) fn render_table<'a, H>(
     frame: &mut Frame<'_>,
     area: Rect,
     table: Table<'a>,
     header: H,
     selected: usize,
-    len: usize,
 ) where
     H: IntoIterator,
     H::Item: Into<Cell<'a>>,
@@ -249,8 +147,35 @@ pub(crate) fn render_table<'a, H>(
     let table = table
         .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
         .row_highlight_style(selected_style());
-    let mut state = TableState::default().with_selected(Some(App::clamp(selected, len)));
+    let mut state = TableState::default().with_selected(Some(selected));
     frame.render_stateful_widget(table, area, &mut state);
+}
+
+/// Draws `block` with the line of filters `parts` at its top (the page last); returns the
+/// area below that line.
+pub(crate) fn filter_line(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    block: Block<'_>,
+    parts: &[String],
+) -> Rect {
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let [filters, rest] =
+        Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
+    frame.render_widget(
+        Paragraph::new(format!(" {}", parts.join("  |  "))).style(Style::new().fg(Color::Cyan)),
+        filters,
+    );
+    rest
+}
+
+/// A dim line where a list has no rows, saying why.
+pub(crate) fn empty_list(frame: &mut Frame<'_>, area: Rect, text: &str) {
+    frame.render_widget(
+        Paragraph::new(text.to_owned()).style(Style::new().fg(Color::DarkGray)),
+        area,
+    );
 }
 
 /// A centered paragraph for empty and loading states.
@@ -262,14 +187,6 @@ pub(crate) fn placeholder(frame: &mut Frame<'_>, area: Rect, block: Block<'_>, t
             .style(Style::new().fg(Color::DarkGray)),
         area,
     );
-}
-
-/// The text shown where data has not arrived yet: loading, or the error that prevents it.
-pub(crate) fn not_loaded_text(app: &App) -> String {
-    match &app.connection.error {
-        Some((error, _)) => format!("cannot load: {error}"),
-        None => "loading...".to_owned(),
-    }
 }
 
 /// Pretty or compact JSON.

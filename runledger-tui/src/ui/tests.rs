@@ -14,7 +14,8 @@ use runledger_engine::core::jobs::{
 };
 use serde_json::json;
 
-use super::{Clock, draw};
+use super::Clock;
+use crate::app::frame::draw;
 use crate::app::{App, AppConfig};
 use crate::model::{
     ActivityPoint, DashboardData, Data, DefinitionRow, HistoryLine, IntentTotals, JobDetailData,
@@ -428,7 +429,7 @@ fn job_detail_shows_progress_as_a_gauge() {
 
 #[test]
 fn progress_ratio_reads_the_shapes_handlers_store() {
-    use super::job_detail::progress_ratio;
+    use crate::screens::progress_ratio;
     assert_eq!(
         progress_ratio(&json!({"completed": 1, "total": 4})),
         Some(0.25)
@@ -644,7 +645,7 @@ fn tiny_terminals_do_not_panic() {
 
 #[test]
 fn progress_of_another_shape_is_shown_as_json() {
-    use super::job_detail::progress_text;
+    use crate::screens::progress_text;
     assert_eq!(progress_text(&json!({"completed": 7})), "7");
     assert_eq!(progress_text(&json!({"pct": 40})), r#"{"pct":40}"#);
 }

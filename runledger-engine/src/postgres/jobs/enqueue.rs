@@ -329,10 +329,9 @@ pub(crate) async fn enqueue_on(
 /// functions planned generically from their first call on a connection: sent as a prepared
 /// statement, the enqueue was planned for its parameters at each of its first five executions
 /// on every connection, and an application's pool hands its connections out in turn, so single
-/// enqueues paid that planning (0.25 to 0.35 ms) again and again. A batch's rows take their
-/// type's defaults from variables instead of a join: 3.6 to 3.7 ms of server time for 1,000
-/// rows against 4.2 ms for the earlier statement over every type at once (see the function's
-/// migration).
+/// enqueues paid that planning again and again. A batch's rows take their type's defaults from
+/// variables instead of a join. Both functions, with their reasons:
+/// `runledger-engine/sql/05_enqueue.sql`.
 async fn enqueue_unkeyed(
     conn: &mut sqlx::PgConnection,
     requests: &[JobEnqueue<'_>],
@@ -416,10 +415,10 @@ async fn enqueue_of_type(
     Ok(())
 }
 
-/// Inserts one request without an idempotency key: `runledger.enqueue_job`, the row a batch
-/// would hold, from scalar arguments. Unnesting arrays, joining the definitions and aggregating
-/// the queues made up most of a single enqueue's server time on a pooled connection that had
-/// been idle a while (0.96 ms against 0.84, see the function's migration).
+/// Inserts one request without an idempotency key: `runledger.enqueue_job`
+/// (`runledger-engine/sql/05_enqueue.sql`), the row a batch would hold, from scalar arguments:
+/// unnesting arrays and joining the definitions would make up most of a single enqueue's server
+/// time.
 async fn enqueue_one(
     conn: &mut sqlx::PgConnection,
     request: &JobEnqueue<'_>,
@@ -588,7 +587,7 @@ async fn enqueue_keyed(
             .iter()
             .map(|&index| requests[index].job_type.as_str())
             .collect();
-        // A function planned at each call: see 20261206200001_keyed_lookup_planned_per_call.
+        // A function planned at each call: see runledger-engine/sql/05_enqueue.sql.
         let existing = sqlx::query!(
             r#"
             SELECT ord AS "ord!", id AS "id!: JobId", status AS "status!: JobStatus",

@@ -191,10 +191,11 @@ pub struct JobLease<'a> {
 /// attempt in progress is recorded on the job row; its `job_attempts` row is written when it
 /// ends. The jobs come back in claim order.
 ///
-/// The statement is a call of `runledger.claim_jobs`, whose own planner settings keep the
-/// claim on the claim index whatever the table's statistics say (a backlog enqueued faster than
-/// autovacuum analyzes the table leaves statistics under which a free planner sorts every pending
-/// row at each claim), so it runs the same on a pool or inside a transaction of yours.
+/// The statement is a call of `runledger.claim_jobs` (`runledger-engine/sql/06_claim.sql`),
+/// whose own planner settings keep the claim on the claim index whatever the table's statistics
+/// say (a backlog enqueued faster than autovacuum analyzes the table leaves statistics under
+/// which a free planner sorts every pending row at each claim), so it runs the same on a pool or
+/// inside a transaction of yours.
 ///
 /// Jobs under a global concurrency limit (of their queue or their type) or holding an execution
 /// resource key are left to [`claim_limited_jobs`]; a worker calls both. Jobs of a paused queue
@@ -637,7 +638,7 @@ pub async fn complete_jobs_success<'e>(
     }
     // The statement locks its rows in whatever order the plan reads them; a workflow
     // cancellation never waits for one of its run's jobs while holding another
-    // (20261203090001_cancel_without_lock_waits), so the two cannot deadlock.
+    // (runledger-engine/sql/10_workflow_cancellation.sql), so the two cannot deadlock.
     let ids: Vec<Uuid> = successes.iter().map(|s| s.job_id.0).collect();
     let attempts: Vec<i32> = successes.iter().map(|s| s.attempt).collect();
     let outputs: Vec<Option<Value>> = successes.iter().map(|s| s.output.clone()).collect();

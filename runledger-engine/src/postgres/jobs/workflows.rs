@@ -1,7 +1,9 @@
 //! Workflow runs: enqueue, cancellation, external gates and reads. Release of dependents runs
-//! inside PostgreSQL (the `workflow_*` functions in `migrations/`), called by the writes that end
-//! step jobs (the batch of successes, and a row trigger for dead letters and cancellations), so
-//! it commits atomically with every job completion path.
+//! inside PostgreSQL (the `workflow_*` functions of `runledger-engine/sql/09_workflow_release.sql`,
+//! with their contracts), called by the writes that end step jobs (the batch of successes, and
+//! a row trigger for dead letters and cancellations), so it commits atomically with every job
+//! completion path. Cancellation and the release lock: `10_workflow_cancellation.sql`; external
+//! steps: `11_external_steps.sql`.
 
 use std::collections::{HashMap, HashSet};
 
