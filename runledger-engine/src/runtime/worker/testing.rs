@@ -56,7 +56,7 @@ pub(super) fn succeeded() -> Finished {
     finished(Ok(JobCompletion::success()))
 }
 
-/// Keeps the metric registry type in use for fakes that need one.
+/// Metric handles for a component under test.
 pub(super) fn metrics() -> Arc<WorkerMetrics> {
     Arc::new(WorkerMetrics::new())
 }
