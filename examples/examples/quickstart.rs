@@ -178,12 +178,13 @@ mod tests {
         let db = TestDatabase::new().await.unwrap();
         let worker = Worker::builder(db.pool()).build().unwrap();
         let schedule = worker
+            .catalog()
             .schedules()
             .iter()
-            .find(|s| s.name == "quickstart.crawl.pinned")
+            .find(|s| s.name() == "quickstart.crawl.pinned")
             .expect("the schedule is registered");
         assert_eq!(
-            (schedule.job_name, schedule.cron),
+            (schedule.job_type(), schedule.cron_expr()),
             ("quickstart.crawl", "@hourly")
         );
 

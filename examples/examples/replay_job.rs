@@ -13,10 +13,11 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use runledger::JobHandle;
+use runledger::admin::JobRequeueOutcome;
 use runledger::engine::core::jobs::JobStatus;
 use runledger::engine::postgres::jobs::{TenantScope, list_job_replays};
 use runledger::prelude::*;
-use runledger::{JobHandle, JobRequeueOutcome};
 use runledger_examples::wait_for;
 
 /// Whether the export's upstream is back; the first run fails while it is not.

@@ -488,7 +488,7 @@ fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobF
         }
     });
     let read_decls = model.reads.iter().map(|Read { step, ty }| {
-        quote_spanned!(ty.span()=> ::runledger::__private::ReadDecl::new(#step, ::core::marker::PhantomData::<#ty>))
+        quote_spanned!(ty.span()=> ::runledger::__private::declare_read(#step, ::core::marker::PhantomData::<#ty>))
     });
     let unused = (!model.takes_context).then(|| quote!(let _ = ctx;));
     let argument_checks = model.fields.iter().map(
@@ -503,7 +503,7 @@ fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobF
             #[automatically_derived]
             impl ::runledger::Job for #payload {
                 const NAME: &'static str = #name;
-                const DEFAULTS: ::runledger::JobDefaults = ::runledger::JobDefaults::new() #(#defaults)*;
+                const DEFAULTS: ::runledger::__private::JobDefaults = ::runledger::__private::JobDefaults::new() #(#defaults)*;
                 const READS: &'static [::runledger::__private::ReadDecl] = &[#(#read_decls),*];
                 type Output = #output;
 
@@ -537,7 +537,7 @@ fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobF
 
             fn __runledger_handler(
                 data: ::std::sync::Arc<::runledger::__private::Data>,
-            ) -> ::std::sync::Arc<dyn ::runledger::engine::runtime::registry::JobHandler> {
+            ) -> ::std::sync::Arc<dyn ::runledger::__private::JobHandler> {
                 use ::runledger::__private::checks::{HandlerOk as _, HandlerUnrunnable as _};
                 (&&::runledger::__private::checks::Probe::<#payload>::new()).job_handler(data)
             }

@@ -234,7 +234,6 @@ impl JobContext {
     ///
     /// ```
     /// # use runledger::prelude::*;
-    /// use runledger::JobProgressUpdate;
     ///
     /// #[job]
     /// async fn import(ctx: JobContext, rows: u64) -> Result<u64, JobError> {

@@ -13,9 +13,6 @@ use crate::engine::runtime::RuntimeError;
 use crate::engine::runtime::catalog::CatalogError;
 use crate::engine::runtime::config::JobsConfigError;
 
-/// The code of a failure converted from any `std::error::Error` with `?`.
-pub const HANDLER_ERROR_CODE: &str = "job.handler_error";
-
 /// Why a job attempt failed: retryable (the default) or terminal, with a stable code.
 ///
 /// Any `std::error::Error` converts into a retryable `JobError` with `?`, so a handler can use
@@ -48,10 +45,14 @@ pub struct JobError {
 }
 
 impl JobError {
+    /// The code of a failure built by [`retryable`](Self::retryable) or
+    /// [`terminal`](Self::terminal), or converted from any `std::error::Error` with `?`.
+    pub const HANDLER_ERROR_CODE: &str = "job.handler_error";
+
     /// A failure worth retrying while attempts remain (code `job.handler_error`).
     pub fn retryable(message: impl fmt::Display) -> Self {
         Self::from_failure(JobFailure::retryable(
-            HANDLER_ERROR_CODE,
+            Self::HANDLER_ERROR_CODE,
             message.to_string(),
         ))
     }
@@ -60,7 +61,7 @@ impl JobError {
     /// (code `job.handler_error` unless [`with_code`](Self::with_code) sets one).
     pub fn terminal(message: impl fmt::Display) -> Self {
         Self::from_failure(JobFailure::terminal(
-            HANDLER_ERROR_CODE,
+            Self::HANDLER_ERROR_CODE,
             message.to_string(),
         ))
     }

@@ -28,17 +28,14 @@ use crate::engine::postgres::jobs::{
 use crate::engine::runtime::registry::JobHandler;
 use crate::error::JobError;
 use crate::job::Job;
-use crate::step::{Step, StepKind};
+use crate::step::{Step, StepKind, WorkflowStep};
 
-/// The job type of the join step that collects a fan-out's outputs; every
-/// [`Worker`](crate::Worker) registers its handler ([`fan_in_handler`] for your own
-/// `Supervisor`).
-pub const FAN_IN_JOB_TYPE: &str = "runledger.fan_in";
+/// The job type of the join step that collects a fan-out's outputs; every worker's catalog
+/// registers its handler.
+pub(crate) const FAN_IN_JOB_TYPE: &str = "runledger.fan_in";
 
-/// The handler of [`FAN_IN_JOB_TYPE`], for a `JobCatalog` you run under your own `Supervisor`
-/// next to the handlers of [`registered_jobs`](crate::registered_jobs) (a
-/// [`Worker`](crate::Worker) registers it itself).
-pub fn fan_in_handler(pool: PgPool) -> std::sync::Arc<dyn JobHandler> {
+/// The handler of [`FAN_IN_JOB_TYPE`].
+pub(crate) fn fan_in_handler(pool: PgPool) -> std::sync::Arc<dyn JobHandler> {
     std::sync::Arc::new(FanInHandler::new(pool))
 }
 
@@ -115,6 +112,11 @@ pub enum FanOutStep {}
 
 impl crate::step::sealed::Sealed for FanOutStep {}
 impl StepKind for FanOutStep {}
+
+impl<J: Job> WorkflowStep for FanOut<J> {
+    type Output = Vec<J::Output>;
+    type Kind = FanOutStep;
+}
 
 impl JobContext {
     /// Fills the [`FanOut`] step `step` of this step's workflow run with `children`: each runs

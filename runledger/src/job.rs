@@ -1,25 +1,24 @@
-//! Typed jobs: the [`Job`] trait that `#[job]` implements, typed enqueueing and
-//! [`JobHandle`].
+//! Typed jobs: the [`Job`] trait that `#[job]` implements, typed enqueueing, and the handles
+//! on what was enqueued: [`JobHandle`] for a job, [`IntentHandle`] for a durable enqueue
+//! intent.
 
-use std::future::Future;
-use std::marker::PhantomData;
-use std::time::Duration;
-
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sqlx::{Acquire, Postgres};
+use std::future::Future;
+use std::marker::PhantomData;
 use uuid::Uuid;
 
 use crate::context::JobContext;
-use crate::engine::core::jobs::{JobDefaults, JobId, JobStatus};
+use crate::engine::core::jobs::{JobDefaults, JobId, JobIntentId, JobIntentStatus, JobStatus};
 use crate::engine::postgres::jobs::{
-    JobEnqueue, JobRecord, JobReplay, JobRequeueExpectation, JobRequeueOutcome, TenantScope,
-    enqueue_jobs, get_job_by_id, replay_job, requeue_job_if,
+    JobEnqueue, JobIntentRecord, JobRecord, JobReplay, JobRequeueExpectation, JobRequeueOutcome,
+    TenantScope, enqueue_jobs, get_job_by_id, get_job_enqueue_intent, record_job_enqueue_intent,
+    replay_job, requeue_job_if,
 };
+use crate::enqueue_options::EnqueueOptions;
 use crate::error::{Error, JobError};
-use crate::intent::{self, IntentHandle};
 use crate::output;
 
 /// A job payload type: what `#[job]` generates from an `async fn`.
@@ -57,7 +56,7 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The prerequisite outputs the job reads (its `#[output(..)]` arguments), checked by each
     /// `#[workflow]` that uses it (generated).
     #[doc(hidden)]
-    const READS: &'static [crate::reads::ReadDecl] = &[];
+    const READS: &'static [ReadDecl] = &[];
 
     /// What a successful attempt returns; stored as JSON on the job (and on its workflow step),
     /// so a serde type (`#[job]` checks it at compile time; [`JobHandle::output`] requires
@@ -162,8 +161,36 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
         let payload = serde_json::to_value(self);
         async move {
             let payload = payload.map_err(|e| Error::serialize("job payload", &e))?;
-            intent::record::<Self, A>(executor, &payload, &options).await
+            record_intent::<Self, A>(executor, &payload, &options).await
         }
+    }
+}
+
+/// One `#[output(..)]` argument of a job: which step of which workflow it reads, and whether
+/// it reads it as an `Option` (generated code only; made by `declare_read`, which checks the
+/// argument's type against the step's output).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadDecl {
+    pub(crate) workflow: &'static str,
+    pub(crate) key: &'static str,
+    pub(crate) optional: bool,
+}
+
+impl ReadDecl {
+    /// The workflow whose step is read.
+    pub const fn workflow(&self) -> &'static str {
+        self.workflow
+    }
+
+    /// The key of the step read.
+    pub const fn key(&self) -> &'static str {
+        self.key
+    }
+
+    /// Whether the argument is an `Option` (a missing output reads as `None`).
+    pub const fn optional(&self) -> bool {
+        self.optional
     }
 }
 
@@ -234,120 +261,6 @@ where
             _job: PhantomData,
         })
         .collect())
-}
-
-/// Per-call enqueue options.
-///
-/// ```
-/// use std::time::Duration;
-/// use runledger::EnqueueOptions;
-///
-/// let options = EnqueueOptions::new()
-///     .idempotency_key("welcome-email:42")
-///     .delay(Duration::from_secs(600))
-///     .priority(10);
-/// # let _ = options;
-/// ```
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct EnqueueOptions {
-    idempotency_key: Option<String>,
-    run_at: Option<RunAt>,
-    priority: Option<i32>,
-    organization_id: Option<Uuid>,
-    max_attempts: Option<i32>,
-    resource_key: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum RunAt {
-    Delay(Duration),
-    At(DateTime<Utc>),
-}
-
-impl EnqueueOptions {
-    /// No options: run as soon as possible with the definition's values.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Deduplicates: a second enqueue with the same key and the same request returns the
-    /// first job; one with another request fails with `job.idempotency_conflict`.
-    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
-        self.idempotency_key = Some(key.into());
-        self
-    }
-
-    /// Runs the job no sooner than `delay` from now. With an idempotency key, a retry with the
-    /// same delay is the same request (the delay is compared, not the instant).
-    pub fn delay(mut self, delay: Duration) -> Self {
-        self.run_at = Some(RunAt::Delay(delay));
-        self
-    }
-
-    /// Runs the job no sooner than `at`.
-    pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
-        self.run_at = Some(RunAt::At(at));
-        self
-    }
-
-    /// Overrides the definition's priority (higher runs first).
-    pub fn priority(mut self, priority: i32) -> Self {
-        self.priority = Some(priority);
-        self
-    }
-
-    /// Overrides the definition's attempt budget.
-    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
-        self.max_attempts = Some(max_attempts);
-        self
-    }
-
-    /// Tags the job with an organization (tenant).
-    pub fn organization(mut self, organization_id: Uuid) -> Self {
-        self.organization_id = Some(organization_id);
-        self
-    }
-
-    /// Names an execution resource the job holds while it runs: at most one job holding `key`
-    /// runs at a time across all workers, whatever its type. Use it for what must not be
-    /// touched twice at once (a printer, an account being synchronised, one tenant's
-    /// migration); the others wait `PENDING` without spending an attempt. For "at most N of
-    /// this type", use `#[job(global_concurrency = N)]` instead.
-    ///
-    /// ```
-    /// use runledger::EnqueueOptions;
-    ///
-    /// let options = EnqueueOptions::new().resource_key("account:42:sync");
-    /// # let _ = options;
-    /// ```
-    pub fn resource_key(mut self, key: impl Into<String>) -> Self {
-        self.resource_key = Some(key.into());
-        self
-    }
-
-    pub(crate) fn apply<'a>(&'a self, mut request: JobEnqueue<'a>) -> JobEnqueue<'a> {
-        if let Some(key) = &self.idempotency_key {
-            request = request.idempotency_key(key);
-        }
-        match self.run_at {
-            Some(RunAt::At(at)) => request = request.run_at(at),
-            Some(RunAt::Delay(delay)) => request = request.delay(delay),
-            None => {}
-        }
-        if let Some(priority) = self.priority {
-            request = request.priority(priority);
-        }
-        if let Some(max_attempts) = self.max_attempts {
-            request = request.max_attempts(max_attempts);
-        }
-        if let Some(org) = self.organization_id {
-            request = request.organization_id(org);
-        }
-        if let Some(key) = &self.resource_key {
-            request = request.resource_key(key);
-        }
-        request
-    }
 }
 
 /// A typed reference to an enqueued job, seen in the scope of the job's organization: reads
@@ -452,7 +365,7 @@ impl<J: Job> JobHandle<J> {
     ///
     /// ```no_run
     /// # use runledger::prelude::*;
-    /// # use runledger::engine::postgres::jobs::JobRequeueOutcome;
+    /// # use runledger::admin::JobRequeueOutcome;
     /// # #[job] async fn export(day: String) -> Result<(), JobError> { Ok(()) }
     /// # async fn demo(pool: sqlx::PgPool, job: runledger::JobHandle<Export>) -> Result<(), runledger::Error> {
     /// let seen = job.observe(&pool).await?;
@@ -532,5 +445,112 @@ impl<J: Job> JobHandle<J> {
             });
         }
         Ok(record)
+    }
+}
+
+/// Records an intent for `payload` of `J` with `options` (which must carry the key).
+async fn record_intent<'c, J: Job, A>(
+    executor: A,
+    payload: &Value,
+    options: &EnqueueOptions,
+) -> Result<IntentHandle<J>, Error>
+where
+    A: Acquire<'c, Database = Postgres> + Send,
+{
+    let request = options.apply(JobEnqueue::new(J::NAME, payload));
+    let recorded = record_job_enqueue_intent(executor, &request).await?;
+    Ok(IntentHandle {
+        id: recorded.id,
+        organization_id: request.organization_id,
+        created: recorded.created,
+        _job: PhantomData,
+    })
+}
+
+/// A typed reference to a durable enqueue intent, made by [`Job::record_intent`]; seen in the
+/// scope of its organization, like a [`JobHandle`].
+pub struct IntentHandle<J> {
+    id: JobIntentId,
+    organization_id: Option<Uuid>,
+    created: bool,
+    _job: PhantomData<fn() -> J>,
+}
+
+impl<J> Clone for IntentHandle<J> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<J> Copy for IntentHandle<J> {}
+
+impl<J> std::fmt::Debug for IntentHandle<J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IntentHandle")
+            .field("id", &self.id)
+            .field("organization_id", &self.organization_id)
+            .field("created", &self.created)
+            .finish()
+    }
+}
+
+impl<J: Job> IntentHandle<J> {
+    /// The intent's id.
+    pub fn id(&self) -> JobIntentId {
+        self.id
+    }
+
+    /// `false` when the key matched an intent recorded earlier with the same request.
+    pub fn was_created(&self) -> bool {
+        self.created
+    }
+
+    /// Where the intent is: pending, promoted into a job, or conflicted (a job with its key
+    /// but another request exists). `job.intent_not_found` when it does not exist in the
+    /// handle's organization (for instance, it was recorded in a transaction that rolled
+    /// back).
+    pub async fn status<'e>(
+        &self,
+        executor: impl sqlx::PgExecutor<'e>,
+    ) -> Result<JobIntentStatus, Error> {
+        Ok(self.record(executor).await?.status)
+    }
+
+    /// The job the intent became, once a promoter promoted it; `None` while it is pending or
+    /// after a conflict.
+    ///
+    /// ```no_run
+    /// # use runledger::prelude::*;
+    /// # #[job] async fn confirm_order(order_id: u64) -> Result<(), JobError> { Ok(()) }
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::Error> {
+    /// let mut tx = pool.begin().await?;
+    /// let intent = ConfirmOrder { order_id: 42 }.record_intent(&mut *tx, "order:42:confirm").await?;
+    /// tx.commit().await?;
+    /// // ... later, once a worker that runs `confirm_order` promoted it:
+    /// if let Some(job) = intent.job(&pool).await? {
+    ///     println!("job {} is {:?}", job.id(), job.status(&pool).await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn job<'e>(
+        &self,
+        executor: impl sqlx::PgExecutor<'e>,
+    ) -> Result<Option<JobHandle<J>>, Error> {
+        let record = self.record(executor).await?;
+        Ok(record
+            .job_id
+            .map(|job_id| JobHandle::from_id(job_id, self.organization_id)))
+    }
+
+    async fn record<'e>(
+        &self,
+        executor: impl sqlx::PgExecutor<'e>,
+    ) -> Result<JobIntentRecord, Error> {
+        let scope = TenantScope::from_organization(self.organization_id);
+        get_job_enqueue_intent(executor, self.id, scope)
+            .await?
+            .ok_or(Error::Database(
+                crate::engine::postgres::Error::IntentNotFound { intent_id: self.id },
+            ))
     }
 }

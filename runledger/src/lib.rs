@@ -46,28 +46,30 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The untyped engine underneath (handlers over JSON, the DAG builder, admin reads, the
-//! Supervisor) is [`engine`]; drop down to it for job types chosen at run time, schedules
-//! created per tenant, or operator tools.
+//! Operator operations (cancel, requeue, pause a queue, disable a job type, prune, ...) are
+//! in [`admin`]. The untyped engine underneath (handlers over JSON, the DAG builder, admin
+//! reads, the Supervisor) is [`engine`]; drop down to it for job types chosen at run time,
+//! schedules created per tenant, or your own dashboards.
 
 #![forbid(unsafe_code)]
 // docs.rs builds with `--cfg docsrs` on nightly: feature-gated items say which feature they need.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod catalog;
 mod context;
 mod continuation;
+mod enqueue_options;
 mod error;
 mod fan_out;
 mod handler;
-mod intent;
 mod job;
 mod output;
 mod reads;
-mod registry;
 mod step;
 mod worker;
 mod workflow;
 
+pub mod admin;
 #[cfg(feature = "opentelemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub mod opentelemetry;
@@ -80,6 +82,19 @@ pub mod testing;
 #[path = "private/mod.rs"]
 pub mod __private;
 
+/// The kinds of workflow steps: a job step, a gate ([`External`]) or a [`FanOut`].
+/// [`WorkflowHandle::complete_gate`] accepts only a step whose kind is a
+/// [`Gate`](step_kinds::Gate), so completing a job step or a fan-out from outside does not
+/// compile. Code rarely names these markers; compiler messages do.
+pub mod step_kinds {
+    pub use crate::fan_out::FanOutStep;
+    pub use crate::step::{Gate, GateStep, JobStep, StepKind};
+}
+
+/// The untyped engine this crate is built on, under the module paths of the original
+/// `runledger_core`, `runledger_postgres` and `runledger_runtime` crates (`engine::core`,
+/// `engine::postgres`, `engine::runtime`): handlers over JSON, the DAG builder, the admin
+/// reads, the `Supervisor` and its loops.
 pub use runledger_engine as engine;
 
 /// The `sqlx` this version is built on (0.9): pools, transactions and executors in Runledger's
@@ -102,22 +117,17 @@ pub use serde_json;
 /// The `uuid` behind Runledger's ids.
 pub use uuid;
 
+pub use runledger_engine::core::jobs::JobProgressUpdate;
 pub use runledger_engine::runtime::config::JobsConfig;
 
 pub use context::JobContext;
 pub use continuation::Continuation;
-pub use engine::core::jobs::{JobDefaults, JobProgressUpdate};
-pub use engine::postgres::jobs::{JobRequeueExpectation, JobRequeueOutcome};
-pub use error::{Error, HANDLER_ERROR_CODE, JobError};
-pub use fan_out::{FAN_IN_JOB_TYPE, FanOut, FanOutStep, fan_in_handler};
-pub use intent::IntentHandle;
-pub use job::{EnqueueOptions, Job, JobHandle, enqueue_batch, enqueue_batch_with};
-pub use registry::{
-    RegisteredJob, RegisteredSchedule, RegisteredWorkflow, SourceLocation, registered_jobs,
-    registered_schedules, registered_workflows,
-};
-pub use step::{External, Gate, GateStep, JobStep, Step, StepKind, WorkflowStep};
-pub use worker::{DEFAULT_SHUTDOWN_DEADLINE, RunningWorker, SchemaMode, Worker, WorkerBuilder};
+pub use enqueue_options::EnqueueOptions;
+pub use error::{Error, JobError};
+pub use fan_out::FanOut;
+pub use job::{IntentHandle, Job, JobHandle, enqueue_batch, enqueue_batch_with};
+pub use step::{External, Step, WorkflowStep};
+pub use worker::{RunningWorker, SchemaMode, Worker, WorkerBuilder};
 pub use workflow::{Wait, Workflow, WorkflowHandle, WorkflowOptions};
 
 /// Turns an `async fn` into a job type.

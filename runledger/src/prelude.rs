@@ -11,6 +11,6 @@
 //! ```
 
 pub use crate::{
-    EnqueueOptions, External, FanOut, Job, JobContext, JobError, Step, Wait, Worker, Workflow,
-    WorkflowHandle, WorkflowOptions, job, schedule, workflow,
+    EnqueueOptions, External, FanOut, Job, JobContext, JobError, JobProgressUpdate, Step, Wait,
+    Worker, Workflow, WorkflowHandle, WorkflowOptions, job, schedule, workflow,
 };

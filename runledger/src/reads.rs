@@ -17,49 +17,24 @@ use serde_json::Value;
 use crate::context::JobContext;
 use crate::error::JobError;
 use crate::fan_out::FanOut;
-use crate::job::Job;
+use crate::job::{Job, ReadDecl};
 use crate::output;
 use crate::step::{External, Step, WorkflowStep};
 use crate::workflow::Workflow;
 
-/// One `#[output(..)]` argument of a job: which step of which workflow it reads, and whether
-/// it reads it as an `Option` (generated code only).
+/// Declares an `#[output(..)]` argument of type `T` that reads `step`; the compiler checks
+/// here that `T` can hold the step's output (generated code only).
 #[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadDecl {
-    workflow: &'static str,
-    key: &'static str,
-    optional: bool,
-}
-
-impl ReadDecl {
-    /// The read of `step` into an argument of type `T`.
-    pub const fn new<W, S, T>(step: Step<W, S>, _: PhantomData<T>) -> Self
-    where
-        W: Workflow,
-        S: WorkflowStep,
-        T: StepOutput<S::Output>,
-    {
-        Self {
-            workflow: W::NAME,
-            key: step.key(),
-            optional: T::OPTIONAL,
-        }
-    }
-
-    /// The workflow whose step is read.
-    pub const fn workflow(&self) -> &'static str {
-        self.workflow
-    }
-
-    /// The key of the step read.
-    pub const fn key(&self) -> &'static str {
-        self.key
-    }
-
-    /// Whether the argument is an `Option` (a missing output reads as `None`).
-    pub const fn optional(&self) -> bool {
-        self.optional
+pub const fn declare_read<W, S, T>(step: Step<W, S>, _: PhantomData<T>) -> ReadDecl
+where
+    W: Workflow,
+    S: WorkflowStep,
+    T: StepOutput<S::Output>,
+{
+    ReadDecl {
+        workflow: W::NAME,
+        key: step.key(),
+        optional: T::OPTIONAL,
     }
 }
 

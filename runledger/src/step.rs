@@ -5,11 +5,10 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use crate::fan_out::{FanOut, FanOutStep};
 use crate::job::Job;
 
 /// A field type a workflow step can have: a `#[job]` payload, an [`External`] gate, or a
-/// [`FanOut`] of jobs.
+/// [`FanOut`](crate::FanOut) of jobs.
 ///
 /// `#[workflow]` checks each field at compile time and says what to use instead of a nested
 /// workflow, a `Vec` or an `Option` of jobs, or a gate whose output is not a serde type.
@@ -34,11 +33,6 @@ impl<J: Job> WorkflowStep for J {
 impl<T: 'static> WorkflowStep for External<T> {
     type Output = T;
     type Kind = GateStep;
-}
-
-impl<J: Job> WorkflowStep for FanOut<J> {
-    type Output = Vec<J::Output>;
-    type Kind = FanOutStep;
 }
 
 /// A gate: a step that runs no job and waits until it is completed from outside (a human
@@ -95,7 +89,8 @@ pub enum JobStep {}
 #[derive(Debug)]
 pub enum GateStep {}
 
-/// The kind of a step: [`JobStep`] or [`GateStep`] (sealed).
+/// The kind of a step: [`JobStep`], [`GateStep`] or
+/// [`FanOutStep`](crate::step_kinds::FanOutStep) (sealed).
 pub trait StepKind: sealed::Sealed + 'static {}
 
 impl sealed::Sealed for JobStep {}

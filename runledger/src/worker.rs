@@ -7,12 +7,13 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
+use crate::catalog::{self, EngineHandler};
 use crate::context::Data;
 use crate::engine::core::jobs::JobDefaults;
 use crate::engine::postgres::{
     DEFAULT_CONNECT_TIMEOUT, check_connection, ensure_schema_compatible, migrate,
 };
-use crate::engine::runtime::catalog::{CatalogJobScheduleSpec, JobCatalog};
+use crate::engine::runtime::catalog::JobCatalog;
 use crate::engine::runtime::config::{JobsConfig, JobsConfigError, check_pool_size};
 use crate::engine::runtime::queues::QueueConcurrency;
 use crate::engine::runtime::registry::JobHandler;
@@ -20,17 +21,9 @@ use crate::engine::runtime::supervisor::connections_used;
 use crate::engine::runtime::worker::WorkerConfig;
 use crate::engine::runtime::{JobLifecycleObserver, Supervisor, SupervisorBuilder};
 use crate::error::Error;
-use crate::fan_out::{FAN_IN_JOB_TYPE, fan_in_handler};
-use crate::registry::{
-    RegisteredJob, RegisteredSchedule, registered_jobs, registered_schedules, registered_workflows,
-};
 
 // `Sync` as well as `Send`, so that `&Worker` may be held across an `.await` in a spawned task.
 type AddObserver = Box<dyn FnOnce(SupervisorBuilder) -> SupervisorBuilder + Send + Sync>;
-
-/// How long in-flight handlers may finish after a shutdown signal, unless
-/// `JOBS_SHUTDOWN_TIMEOUT_SECONDS` or [`WorkerBuilder::shutdown_deadline`] says otherwise.
-pub const DEFAULT_SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
 
 /// What a worker does with the database schema before it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -50,10 +43,10 @@ pub enum SchemaMode {
 /// A worker process: every `#[job]` and `#[schedule]` linked into the binary (plus any engine
 /// handlers given to [`WorkerBuilder::handler`]), a database pool and the runtime settings.
 ///
-/// Building a worker collects the registrations (two jobs, workflows or schedules with the
-/// same name fail here, naming both source locations); [`start`](Self::start) prepares the
-/// schema, syncs job definitions and schedules, and starts the worker, intent promoter,
-/// scheduler and reaper loops.
+/// Building a worker collects the registrations into the engine's
+/// [`JobCatalog`] (two jobs, workflows or schedules with the same name fail here, naming both
+/// source locations); [`start`](Self::start) prepares the schema, syncs job definitions and
+/// schedules, and starts the worker, intent promoter, scheduler and reaper loops.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), runledger::Error> {
@@ -68,37 +61,23 @@ pub struct Worker {
     shutdown_deadline: Duration,
     connect_timeout: Duration,
     observers: Vec<AddObserver>,
-    jobs: Vec<RegisteredJob>,
-    handlers: Vec<EngineHandler>,
-    schedules: Vec<RegisteredSchedule>,
-    data: Arc<Data>,
-}
-
-/// An engine handler registered next to the typed jobs.
-struct EngineHandler {
-    name: String,
-    handler: Arc<dyn JobHandler>,
-    defaults: JobDefaults,
-    rust_type: &'static str,
+    catalog: JobCatalog,
 }
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker")
             .field("worker_id", &self.config.worker_id)
-            .field(
-                "jobs",
-                &self.jobs.iter().map(|j| j.name).collect::<Vec<_>>(),
-            )
-            .field(
-                "schedules",
-                &self.schedules.iter().map(|s| s.name).collect::<Vec<_>>(),
-            )
+            .field("catalog", &self.catalog)
             .finish()
     }
 }
 
 impl Worker {
+    /// How long in-flight handlers may finish after a shutdown signal, unless
+    /// `JOBS_SHUTDOWN_TIMEOUT_SECONDS` or [`WorkerBuilder::shutdown_deadline`] says otherwise.
+    pub const DEFAULT_SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
+
     /// A worker configured from the environment: `DATABASE_URL` (required), `JOBS_*` (see the
     /// README), `JOBS_SHUTDOWN_TIMEOUT_SECONDS` (default 30) and
     /// `JOBS_CONNECT_TIMEOUT_SECONDS` (default 5). The pool connects lazily, so this call does
@@ -147,7 +126,7 @@ impl Worker {
             config: None,
             queues: None,
             schema: SchemaMode::default(),
-            shutdown_deadline: DEFAULT_SHUTDOWN_DEADLINE,
+            shutdown_deadline: Self::DEFAULT_SHUTDOWN_DEADLINE,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             observers: Vec::new(),
             handlers: Vec::new(),
@@ -160,14 +139,24 @@ impl Worker {
         &self.pool
     }
 
-    /// The registered jobs, sorted by name.
-    pub fn jobs(&self) -> &[RegisteredJob] {
-        &self.jobs
-    }
-
-    /// The registered schedules, sorted by name.
-    pub fn schedules(&self) -> &[RegisteredSchedule] {
-        &self.schedules
+    /// Everything this worker runs and syncs, as the engine's catalog: every `#[job]` (sorted
+    /// by name), the fan-in handler of `FanOut` steps, the engine handlers given to
+    /// [`WorkerBuilder::handler`], and every `#[schedule]` (sorted by name).
+    ///
+    /// Read it to check what a binary registers; hand it to an engine `Supervisor` of your
+    /// own (`SupervisorBuilder::with_catalog`) to run the typed jobs there.
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: sqlx::PgPool) -> Result<(), runledger::Error> {
+    /// let worker = runledger::Worker::builder(&pool).build()?;
+    /// for schedule in worker.catalog().schedules() {
+    ///     println!("{} enqueues {} at {}", schedule.name(), schedule.job_type(), schedule.cron_expr());
+    /// }
+    /// assert!(worker.catalog().job_types().contains(&"runledger.fan_in".to_owned()));
+    /// # Ok(()) }
+    /// ```
+    pub fn catalog(&self) -> &JobCatalog {
+        &self.catalog
     }
 
     /// Checks that the database can be reached (within the connect timeout, failing with
@@ -177,36 +166,31 @@ impl Worker {
     /// that only enqueues (an API server), so that its job types exist before the first
     /// enqueue even when no worker has started yet.
     pub async fn prepare(&self) -> Result<(), Error> {
-        self.sync(&self.catalog()).await
-    }
-
-    async fn sync(&self, catalog: &JobCatalog) -> Result<(), Error> {
         check_connection(&self.pool, self.connect_timeout).await?;
         match self.schema {
             SchemaMode::Migrate => migrate(&self.pool).await?,
             SchemaMode::Validate => ensure_schema_compatible(&self.pool).await?,
             SchemaMode::Skip => {}
         }
-        catalog.sync_definitions(&self.pool).await?;
-        catalog.sync_schedules(&self.pool).await?;
+        self.catalog.sync_definitions(&self.pool).await?;
+        self.catalog.sync_schedules(&self.pool).await?;
         Ok(())
     }
 
     /// Prepares (see [`prepare`](Self::prepare)) and starts the worker, intent promoter,
     /// scheduler and reaper loops. Returns once the worker is running.
     pub async fn start(self) -> Result<RunningWorker, Error> {
-        let catalog = self.catalog();
-        self.sync(&catalog).await?;
+        self.prepare().await?;
         let mut builder =
-            Supervisor::builder(&self.pool, self.config.clone())?.with_catalog(&catalog);
+            Supervisor::builder(&self.pool, self.config.clone())?.with_catalog(&self.catalog);
         for add in self.observers {
             builder = add(builder);
         }
         let supervisor = builder.build()?;
         tracing::info!(
             worker.id = %self.config.worker_id,
-            jobs = self.jobs.len() + self.handlers.len(),
-            schedules = self.schedules.len(),
+            jobs = self.catalog.job_types().len(),
+            schedules = self.catalog.schedules().len(),
             "runledger worker started"
         );
         Ok(RunningWorker {
@@ -226,38 +210,6 @@ impl Worker {
     /// their leases expire).
     pub async fn run_until_ctrl_c(self) -> Result<(), Error> {
         self.run_until(shutdown_signal()).await
-    }
-
-    /// Every job type (typed and engine handlers, each handler shared, not copied) and
-    /// schedule, as the engine's catalog.
-    pub(crate) fn catalog(&self) -> JobCatalog {
-        let mut catalog = JobCatalog::new();
-        for job in &self.jobs {
-            catalog = catalog.shared_job(job.name, job.handler_with(&self.data), job.defaults);
-        }
-        catalog = catalog.shared_job(
-            FAN_IN_JOB_TYPE,
-            fan_in_handler(self.pool.clone()),
-            JobDefaults::new(),
-        );
-        for engine in &self.handlers {
-            catalog =
-                catalog.shared_job(&engine.name, Arc::clone(&engine.handler), engine.defaults);
-        }
-        for schedule in &self.schedules {
-            let spec = CatalogJobScheduleSpec {
-                name: schedule.name,
-                job_type: schedule.job_name,
-                cron_expr: schedule.cron,
-                payload_template: &schedule.payload,
-                is_active: schedule.active,
-                organization_id: None,
-                max_jitter_seconds: schedule.jitter_seconds,
-                next_fire_at: None,
-            };
-            catalog = catalog.schedule_in(spec, schedule.time_zone);
-        }
-        catalog
     }
 }
 
@@ -354,7 +306,7 @@ impl WorkerBuilder {
     /// replaces the config's `queues` (`JOBS_QUEUES`). Without queues a worker serves every
     /// queue within `max_global_concurrency`. A queue's jobs are those whose `#[job(queue =
     /// "..")]` names it (`default` otherwise); a limit across all workers is set on the queue
-    /// itself (`runledger::engine::postgres::jobs::set_queue_global_concurrency`).
+    /// itself ([`admin::set_queue_global_concurrency`](crate::admin::set_queue_global_concurrency)).
     ///
     /// Each queue has its own concurrency slots and claim loops, so a backlog in one never
     /// holds back the others.
@@ -466,9 +418,7 @@ impl WorkerBuilder {
                 problem: "must be positive",
             }));
         }
-        let jobs = registered_jobs()?;
-        check_engine_handlers(&jobs, &self.handlers)?;
-        registered_workflows()?;
+        let catalog = catalog::build(&self.pool, &Arc::new(self.data), self.handlers)?;
         Ok(Worker {
             pool: self.pool,
             config,
@@ -476,37 +426,9 @@ impl WorkerBuilder {
             shutdown_deadline: self.shutdown_deadline,
             connect_timeout: self.connect_timeout,
             observers: self.observers,
-            jobs,
-            handlers: self.handlers,
-            schedules: registered_schedules()?,
-            data: Arc::new(self.data),
+            catalog,
         })
     }
-}
-
-/// An engine handler must not take a `#[job]`'s name, nor another engine handler's.
-fn check_engine_handlers(jobs: &[RegisteredJob], handlers: &[EngineHandler]) -> Result<(), Error> {
-    for (index, engine) in handlers.iter().enumerate() {
-        let describe = |e: &EngineHandler| format!("the engine handler `{}`", e.rust_type);
-        let first = jobs
-            .iter()
-            .find(|job| job.name == engine.name)
-            .map(|job| format!("#[job] at {}", job.location))
-            .or_else(|| {
-                handlers[..index]
-                    .iter()
-                    .find(|other| other.name == engine.name)
-                    .map(describe)
-            });
-        if let Some(first) = first {
-            return Err(Error::DuplicateJob {
-                name: engine.name.clone(),
-                first,
-                second: describe(engine),
-            });
-        }
-    }
-    Ok(())
 }
 
 /// A started [`Worker`].

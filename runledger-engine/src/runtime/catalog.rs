@@ -258,9 +258,9 @@ impl<'a> CatalogJobScheduleSpec<'a> {
     }
 }
 
-/// An owned copy of a catalog schedule spec.
-#[derive(Debug, Clone)]
-struct CatalogSchedule {
+/// A schedule the catalog holds, as [`JobCatalog::schedules`] lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CatalogSchedule {
     name: String,
     job_type: String,
     cron_expr: String,
@@ -273,6 +273,46 @@ struct CatalogSchedule {
 }
 
 impl CatalogSchedule {
+    /// The unique schedule name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The job type each fire enqueues.
+    pub fn job_type(&self) -> &str {
+        &self.job_type
+    }
+
+    /// The cron expression, as declared.
+    pub fn cron_expr(&self) -> &str {
+        &self.cron_expr
+    }
+
+    /// The IANA time zone the expression is evaluated in (`UTC` unless declared).
+    pub fn time_zone(&self) -> &str {
+        &self.time_zone
+    }
+
+    /// The payload template.
+    pub fn payload_template(&self) -> &Value {
+        &self.payload_template
+    }
+
+    /// Whether it fires (applied on every sync).
+    pub fn is_active(&self) -> bool {
+        self.is_active
+    }
+
+    /// The organization of the enqueued jobs.
+    pub fn organization_id(&self) -> Option<Uuid> {
+        self.organization_id
+    }
+
+    /// Upper bound of the deterministic per-fire delay, in seconds.
+    pub fn max_jitter_seconds(&self) -> i32 {
+        self.max_jitter_seconds
+    }
+
     fn upsert(&self) -> JobScheduleUpsert<'_> {
         CatalogJobScheduleSpec {
             name: &self.name,
@@ -289,17 +329,42 @@ impl CatalogSchedule {
     }
 }
 
+/// Why an entry was refused as it was added, kept until the catalog is validated.
+#[derive(Debug, Clone)]
+enum Refusal {
+    InvalidJobType(IdentifierError),
+    JobTypeMismatch { declared: String, handler: String },
+    Registry(RegistryError),
+}
+
+impl From<Refusal> for CatalogError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::InvalidJobType(err)
+            | Refusal::Registry(RegistryError::InvalidJobType(err)) => Self::InvalidJobType(err),
+            Refusal::JobTypeMismatch { declared, handler } => {
+                Self::JobTypeMismatch { declared, handler }
+            }
+            Refusal::Registry(RegistryError::DuplicateJobType { job_type }) => {
+                Self::DuplicateJobType { job_type }
+            }
+        }
+    }
+}
+
+/// A registered job type and its own definition overrides; its handler is in the catalog's
+/// [`JobRegistry`].
 struct CatalogEntry {
     job_type: String,
-    handler: Arc<dyn JobHandler>,
     overrides: JobDefaults,
 }
 
-/// Handlers and their definitions, declared once at startup.
+/// Handlers and their definitions, declared once at startup: the one container of a worker
+/// process's handlers, which `SupervisorBuilder::with_catalog` hands to the worker as they are.
 ///
 /// Catalog building never fails at the call: mistakes (duplicates, a handler registered under
-/// another type, non-positive values) are collected and reported by [`Self::validate`], by the
-/// sync calls and by `SupervisorBuilder::build`.
+/// another type, non-positive values) are found as entries are added, and reported by
+/// [`Self::validate`], by the sync calls and by `SupervisorBuilder::build`.
 ///
 /// ```no_run
 /// use runledger_engine::core::prelude::*;
@@ -329,7 +394,12 @@ struct CatalogEntry {
 #[derive(Default)]
 pub struct JobCatalog {
     defaults: JobDefaults,
+    /// The job types in registration order, with their overrides.
     entries: Vec<CatalogEntry>,
+    /// The handlers by job type.
+    handlers: JobRegistry,
+    /// The first entry refused.
+    refused: Option<Refusal>,
     pending_overrides: Vec<(String, JobDefaults)>,
     schedules: Vec<CatalogSchedule>,
     /// Schedules declared before (or without) their job: found at `.schedule()`, reported by
@@ -388,12 +458,33 @@ impl JobCatalog {
         handler: Arc<dyn JobHandler>,
         overrides: JobDefaults,
     ) -> Self {
-        self.entries.push(CatalogEntry {
-            job_type: job_type.to_owned(),
-            handler,
-            overrides,
-        });
+        match self.insert(job_type, handler) {
+            Ok(()) => self.entries.push(CatalogEntry {
+                job_type: job_type.to_owned(),
+                overrides,
+            }),
+            Err(refusal) => {
+                self.refused.get_or_insert(refusal);
+            }
+        }
         self
+    }
+
+    /// Adds `handler` to the registry under `job_type`, which must be valid and its own.
+    fn insert(&mut self, job_type: &str, handler: Arc<dyn JobHandler>) -> Result<(), Refusal> {
+        JobType::new(job_type)
+            .validate()
+            .map_err(Refusal::InvalidJobType)?;
+        let handler_type = handler.job_type();
+        if handler_type.as_str() != job_type {
+            return Err(Refusal::JobTypeMismatch {
+                declared: job_type.to_owned(),
+                handler: handler_type.as_str().to_owned(),
+            });
+        }
+        self.handlers
+            .insert(job_type.to_owned(), handler)
+            .map_err(Refusal::Registry)
     }
 
     /// Sets overrides for a job type registered (before or after) with [`Self::job`].
@@ -508,30 +599,27 @@ impl JobCatalog {
         self.entries.iter().map(|e| e.job_type.clone()).collect()
     }
 
+    /// The declared schedules, in declaration order.
+    pub fn schedules(&self) -> &[CatalogSchedule] {
+        &self.schedules
+    }
+
     /// Reports the first mistake made while building the catalog.
     pub fn validate(&self) -> Result<(), CatalogError> {
         self.definitions().map(|_| ())
     }
 
-    /// The handlers as a registry.
-    pub fn registry(&self) -> Result<JobRegistry, CatalogError> {
-        self.validate()?;
-        let mut registry = JobRegistry::new();
-        for entry in &self.entries {
-            registry
-                .insert(entry.job_type.clone(), Arc::clone(&entry.handler))
-                .map_err(|err| match err {
-                    RegistryError::DuplicateJobType { job_type } => {
-                        CatalogError::DuplicateJobType { job_type }
-                    }
-                    RegistryError::InvalidJobType(err) => CatalogError::InvalidJobType(err),
-                })?;
-        }
-        Ok(registry)
+    /// The handlers by job type: what a worker runs. Entries [`Self::validate`] refuses are
+    /// not in it.
+    pub fn handlers(&self) -> &JobRegistry {
+        &self.handlers
     }
 
     /// The effective definition of every entry (defaults, then overrides), validated.
     pub fn definitions(&self) -> Result<Vec<JobDefinitionUpsert<'_>>, CatalogError> {
+        if let Some(refused) = &self.refused {
+            return Err(refused.clone().into());
+        }
         check_positive("*", &self.defaults)?;
         for (job_type, _) in &self.pending_overrides {
             if !self.entries.iter().any(|e| &e.job_type == job_type) {
@@ -540,22 +628,8 @@ impl JobCatalog {
                 });
             }
         }
-        let mut seen = BTreeSet::new();
         let mut definitions = Vec::with_capacity(self.entries.len());
         for entry in &self.entries {
-            JobType::new(&entry.job_type).validate()?;
-            let handler_type = entry.handler.job_type();
-            if handler_type.as_str() != entry.job_type {
-                return Err(CatalogError::JobTypeMismatch {
-                    declared: entry.job_type.clone(),
-                    handler: handler_type.as_str().to_owned(),
-                });
-            }
-            if !seen.insert(entry.job_type.as_str()) {
-                return Err(CatalogError::DuplicateJobType {
-                    job_type: entry.job_type.clone(),
-                });
-            }
             let overrides = self.overrides_of(entry);
             check_positive(&entry.job_type, &overrides)?;
             let definition = JobDefinitionUpsert::new(entry.job_type.as_str())

@@ -23,7 +23,7 @@ use crate::runtime::reaper::{Reaper, ReaperConfig};
 use crate::runtime::registry::JobRegistry;
 use crate::runtime::scheduler::{Scheduler, SchedulerConfig};
 use crate::runtime::tasks::TaskTree;
-use crate::runtime::worker::{Worker, WorkerConfig};
+use crate::runtime::worker::{WorkerConfig, WorkerLoop};
 
 /// How long loops get to finish after the deadline's hard stop before they are aborted.
 const HARD_STOP_GRACE: Duration = Duration::from_millis(500);
@@ -76,10 +76,11 @@ pub struct SupervisorBuilder {
 }
 
 impl SupervisorBuilder {
-    /// Registers every handler of `catalog` (sync its definitions separately, before starting).
+    /// Registers every handler of `catalog` (sync its definitions separately, before starting);
+    /// a catalog with a mistake fails [`build`](Self::build) with the catalog's code.
     pub fn with_catalog(mut self, catalog: &JobCatalog) -> Self {
-        match catalog.registry() {
-            Ok(registry) => self.with_registry(registry),
+        match catalog.validate() {
+            Ok(()) => self.with_registry(catalog.handlers().clone()),
             Err(err) => {
                 self.keep_error(err.into());
                 self
@@ -155,7 +156,7 @@ impl SupervisorBuilder {
         let hard_stop = tasks.child_token();
         let observer_stop = tasks.child_token();
         let (observers, dispatcher) = self.observers.start(&tasks, observer_stop.clone());
-        let worker = Worker::new(
+        let worker = WorkerLoop::new(
             self.pool.clone(),
             Arc::new(self.registry),
             worker_config,

@@ -213,7 +213,7 @@ async fn handler_registers_under_its_own_type_and_priority_may_be_negative(pool:
         .unwrap();
     assert_eq!(definition.priority, -10);
     assert_eq!(
-        catalog.registry().unwrap().job_types(),
+        catalog.handlers().job_types(),
         vec!["self.named".to_owned()]
     );
 }

@@ -4,11 +4,14 @@ pub use inventory;
 pub use serde;
 pub use serde_json;
 
+pub use crate::catalog::{JobRegistration, ScheduleRegistration, WorkflowRegistration};
 pub use crate::context::Data;
+pub use crate::engine::core::jobs::JobDefaults;
+pub use crate::engine::runtime::registry::JobHandler;
+pub use crate::job::ReadDecl;
 pub use crate::reads::{
-    Edge, ReadDecl, ReadOk, ReadProbe, ReadUnreadable, StepReads, check as check_reads,
+    Edge, ReadOk, ReadProbe, ReadUnreadable, StepReads, check as check_reads, declare_read,
 };
-pub use crate::registry::{JobRegistration, ScheduleRegistration, WorkflowRegistration};
 pub use crate::workflow::StepSpec;
 
 pub mod checks;

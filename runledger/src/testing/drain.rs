@@ -12,9 +12,7 @@ use crate::engine::postgres::jobs::{
     IntentPromotion, promote_job_enqueue_intents, run_waiting_jobs_now,
 };
 use crate::engine::runtime::observer::JobLifecycleObservers;
-use crate::engine::runtime::worker::{
-    PassOutcome, PassedJob, Worker as EngineWorker, WorkerConfig,
-};
+use crate::engine::runtime::worker::{PassOutcome, PassedJob, WorkerConfig, WorkerLoop};
 use crate::engine::runtime::{JobFailureDisposition, config::JobsConfig};
 use crate::{Error, Job, SchemaMode, Worker};
 
@@ -296,9 +294,7 @@ pub async fn drain_worker(
         .sync_definitions(pool)
         .await
         .map_err(|e| TestingError::Runledger(e.into()))?;
-    let registry = catalog
-        .registry()
-        .map_err(|e| TestingError::Runledger(e.into()))?;
+    let registry = catalog.handlers().clone();
     let job_types = registry.job_types();
     let config = JobsConfig {
         worker_id: "runledger-testing-drain".to_owned(),
@@ -306,7 +302,7 @@ pub async fn drain_worker(
         max_global_concurrency: 100,
         ..JobsConfig::default()
     };
-    let worker = EngineWorker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&config),

@@ -1,10 +1,11 @@
 //! Typed durable enqueue intents (`record_intent`), replay and compare-and-requeue through job
 //! handles.
 
+use runledger::EnqueueOptions;
+use runledger::admin::JobRequeueOutcome;
 use runledger::engine::core::jobs::{JobIntentStatus, JobStatus};
 use runledger::prelude::*;
 use runledger::testing::{drain, prepare};
-use runledger::{EnqueueOptions, JobRequeueOutcome};
 use sqlx::PgPool;
 
 use crate::jobs::{Add, Summarize, Summary};

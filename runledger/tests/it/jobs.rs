@@ -263,15 +263,23 @@ async fn a_job_fn_stays_callable_directly() {
     );
 }
 
-#[test]
-fn registered_jobs_are_found_through_inventory() {
-    let jobs = runledger::registered_jobs().unwrap();
-    let names: Vec<&str> = jobs.iter().map(|j| j.name).collect();
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn every_job_in_the_binary_is_in_the_workers_catalog_with_its_definition(pool: PgPool) {
+    let worker = Worker::builder(&pool).build().unwrap();
+    let job_types = worker.catalog().job_types();
     for name in ["it.add", "it.summarize", "it.refuse", "it.flaky"] {
-        assert!(names.contains(&name), "{name} missing from {names:?}");
+        assert!(
+            job_types.iter().any(|t| t == name),
+            "{name} missing from {job_types:?}"
+        );
     }
-    let summarize = jobs.iter().find(|j| j.name == "it.summarize").unwrap();
-    assert!(summarize.location.file.ends_with("jobs.rs"));
+    let definitions = worker.catalog().definitions().unwrap();
+    let summarize = definitions
+        .iter()
+        .find(|d| d.job_type.as_str() == "it.summarize")
+        .unwrap();
+    assert_eq!((summarize.max_attempts, summarize.timeout_seconds), (3, 30));
+    assert_eq!(summarize.priority, 5);
 }
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]

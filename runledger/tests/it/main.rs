@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod admin;
 mod connection;
 mod context;
 mod continuation;

@@ -60,20 +60,21 @@ async fn a_schedule_stacked_on_a_job_is_synced_with_its_attributes(pool: PgPool)
     assert_eq!(template, serde_json::json!({}));
 }
 
-#[test]
-fn registered_schedules_list_both_kinds() {
-    let schedules = runledger::registered_schedules().unwrap();
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn the_workers_catalog_lists_schedules_of_both_kinds(pool: PgPool) {
+    let worker = Worker::builder(&pool).build().unwrap();
+    let schedules = worker.catalog().schedules();
     let tick = schedules
         .iter()
-        .find(|s| s.name == "it.tick.every_second")
+        .find(|s| s.name() == "it.tick.every_second")
         .unwrap();
-    assert_eq!(tick.job_name, "it.tick");
+    assert_eq!(tick.job_type(), "it.tick");
     let cleanup = schedules
         .iter()
-        .find(|s| s.name == "it.cleanup.daily")
+        .find(|s| s.name() == "it.cleanup.daily")
         .unwrap();
-    assert_eq!(cleanup.job_name, "it.cleanup");
-    assert!(!cleanup.active);
+    assert_eq!(cleanup.job_type(), "it.cleanup");
+    assert!(!cleanup.is_active());
 }
 
 /// 09:00 in Kathmandu (UTC+05:45, no daylight saving) is 03:15 UTC.

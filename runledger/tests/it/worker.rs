@@ -55,6 +55,57 @@ async fn an_engine_handler_with_a_typed_jobs_name_fails_startup_naming_both(pool
 }
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn an_engine_handler_cannot_take_the_fan_in_job_type(pool: PgPool) {
+    let err = Worker::builder(&pool)
+        .handler(EngineHandler("runledger.fan_in"))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.code(), "worker.duplicate_job");
+    let message = err.to_string();
+    assert!(
+        message.contains("the fan-in handler of `FanOut` steps"),
+        "{message}"
+    );
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn the_workers_catalog_holds_each_job_type_once_with_its_handler(pool: PgPool) {
+    let worker = Worker::builder(&pool)
+        .handler(EngineHandler("it.engine.listed"))
+        .build()
+        .unwrap();
+    let catalog = worker.catalog();
+    let job_types = catalog.job_types();
+    for name in [
+        "it.add",
+        "it.summarize",
+        "runledger.fan_in",
+        "it.engine.listed",
+    ] {
+        assert_eq!(
+            job_types.iter().filter(|t| *t == name).count(),
+            1,
+            "{name} in {job_types:?}"
+        );
+        assert!(
+            catalog.handlers().get(name).is_some(),
+            "{name} has a handler"
+        );
+    }
+    let typed: Vec<&String> = job_types
+        .iter()
+        .filter(|t| t.starts_with("it.") && *t != "it.engine.listed")
+        .collect();
+    assert!(typed.is_sorted(), "#[job]s by name: {typed:?}");
+    assert_eq!(
+        job_types.last().map(String::as_str),
+        Some("it.engine.listed"),
+        "engine handlers after the #[job]s and the fan-in handler"
+    );
+    catalog.validate().unwrap();
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn an_engine_handler_runs_next_to_the_typed_jobs(pool: PgPool) {
     let config = runledger::engine::runtime::config::JobsConfig::from_lookup(|name| {
         (name == "JOBS_POLL_INTERVAL_MS").then(|| "50".to_owned())
@@ -64,7 +115,7 @@ async fn an_engine_handler_runs_next_to_the_typed_jobs(pool: PgPool) {
         .config(config)
         .handler_with_defaults(
             EngineHandler("it.engine.run"),
-            runledger::JobDefaults::new().priority(3),
+            runledger::engine::core::jobs::JobDefaults::new().priority(3),
         )
         .build()
         .unwrap()

@@ -49,7 +49,7 @@ async fn main() {
     ];
     for (error, message) in cases {
         assert!(!error.is_terminal(), "{error}");
-        assert_eq!(error.code(), runledger::HANDLER_ERROR_CODE);
+        assert_eq!(error.code(), JobError::HANDLER_ERROR_CODE);
         assert_eq!(error.message(), message);
     }
     assert_eq!(Boxed { fail: false }.run(JobContext::for_tests("errors.boxed")).await.unwrap(), 1);

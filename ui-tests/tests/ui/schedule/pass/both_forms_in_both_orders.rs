@@ -25,9 +25,15 @@ async fn warm_caches(ctx: JobContext) -> Result<(), JobError> {
     Ok(())
 }
 
-fn main() {
-    let schedules = runledger::registered_schedules().unwrap();
-    let names: Vec<_> = schedules.iter().map(|s| (s.name, s.job_name, s.active)).collect();
+#[tokio::main]
+async fn main() {
+    // No database is touched: building a worker only collects the registrations.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .connect_lazy("postgres://nobody@127.0.0.1:1/none")
+        .unwrap();
+    let worker = Worker::builder(&pool).build().unwrap();
+    let schedules = worker.catalog().schedules();
+    let names: Vec<_> = schedules.iter().map(|s| (s.name(), s.job_type(), s.is_active())).collect();
     assert_eq!(
         names,
         vec![
@@ -36,6 +42,6 @@ fn main() {
             ("warm_caches", "caches.warm", true),
         ]
     );
-    assert_eq!(schedules[0].jitter_seconds, 30);
-    assert_eq!(schedules[0].payload, serde_json::json!({"full": false}));
+    assert_eq!(schedules[0].max_jitter_seconds(), 30);
+    assert_eq!(schedules[0].payload_template(), &serde_json::json!({"full": false}));
 }

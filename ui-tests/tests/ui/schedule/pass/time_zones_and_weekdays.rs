@@ -8,10 +8,16 @@ use runledger::prelude::*;
 #[schedule(cron = "0 0 29 2 *", name = "reports.leap_day")]
 fn reports() -> Report { Report { full: true } }
 
-fn main() {
-    let schedules = runledger::registered_schedules().unwrap();
-    let weekdays = schedules.iter().find(|s| s.name == "reports.weekdays").unwrap();
-    assert_eq!(weekdays.time_zone, "Europe/Berlin");
-    let leap_day = schedules.iter().find(|s| s.name == "reports.leap_day").unwrap();
-    assert_eq!(leap_day.time_zone, "UTC");
+#[tokio::main]
+async fn main() {
+    // No database is touched: building a worker only collects the registrations.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .connect_lazy("postgres://nobody@127.0.0.1:1/none")
+        .unwrap();
+    let worker = Worker::builder(&pool).build().unwrap();
+    let schedules = worker.catalog().schedules();
+    let weekdays = schedules.iter().find(|s| s.name() == "reports.weekdays").unwrap();
+    assert_eq!(weekdays.time_zone(), "Europe/Berlin");
+    let leap_day = schedules.iter().find(|s| s.name() == "reports.leap_day").unwrap();
+    assert_eq!(leap_day.time_zone(), "UTC");
 }
