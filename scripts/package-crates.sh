@@ -21,6 +21,16 @@ publishable=(runledger-names runledger-cron runledger-engine runledger-macros ru
 package_args=()
 for crate in "${publishable[@]}"; do package_args+=(-p "$crate"); done
 
+# Cargo takes a registry crate of a given version as immutable: it reuses the overlay's archive
+# unpacked under $CARGO_HOME/registry/src/-<hash>/ and its build in the target directory without
+# looking at the new archive, so a second run would verify against the first run's sources.
+# Drop both (the unpacked copies are caches; cargo clean -p removes every build of the name).
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+for crate in "${publishable[@]}"; do
+    rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$crate-$version"
+done
+cargo clean --quiet "${package_args[@]}"
+
 log "cargo package ${package_args[*]} $*"
 rm -f "$target_dir"/package/*.crate
 cargo package "${package_args[@]}" "$@"
