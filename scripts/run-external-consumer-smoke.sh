@@ -8,11 +8,10 @@
 #   scripts/run-external-consumer-smoke.sh
 #
 # DATABASE_URL names the server to use (default: the local trust-auth server); the database
-# runledger_smoke is created on it and dropped at the end. Builds go to target/smoke/ so that a
-# second run is incremental.
+# runledger_smoke is created on it and dropped at the end. Builds go to smoke/ under the target
+# directory ($CARGO_TARGET_DIR, default target/) so that a second run is incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$(pwd)
 
 log() { printf '\n==> smoke: %s\n' "$*"; }
 
@@ -28,10 +27,12 @@ cleanup() {
 trap cleanup EXIT
 
 log "packaging the crates"
-crates=(runledger-names runledger-cron runledger-engine runledger-macros runledger runledger-tui)
+crates=(runledger-names runledger-cron runledger-engine runledger-macros runledger runledger-cli)
 package_args=()
 for crate in "${crates[@]}"; do package_args+=(-p "$crate"); done
-rm -f target/package/*.crate
+target_dir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
+package_dir="$target_dir/package"
+rm -f "$package_dir"/*.crate
 cargo package --allow-dirty --no-verify --quiet "${package_args[@]}"
 
 log "the engine's package carries its migrations and its query cache"
@@ -44,7 +45,7 @@ diff <(ls .sqlx) <(grep -E '^\.sqlx/' <<<"$listing" | sed 's|^\.sqlx/||')
 log "unpacking into $work/crates"
 mkdir -p "$work/crates"
 for crate in "${crates[@]}"; do
-    tar -xzf target/package/"$crate"-[0-9]*.crate -C "$work/crates"
+    tar -xzf "$package_dir/$crate"-[0-9]*.crate -C "$work/crates"
 done
 
 log "preparing the host crate in $work/host"
@@ -65,7 +66,7 @@ psql "$server" -qc "DROP DATABASE IF EXISTS $smoke_db WITH (FORCE)" -c "CREATE D
 tables=$(psql "$smoke_url" -qAtc "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'runledger'")
 echo "tables in schema runledger before the build: $tables"
 
-export CARGO_TARGET_DIR="$repo/target/smoke"
+export CARGO_TARGET_DIR="$target_dir/smoke"
 cd "$work/host"
 # Nothing of this repository's cargo configuration reaches the host build.
 unset SQLX_OFFLINE SQLX_OFFLINE_DIR RUNLEDGER_SQLX_DATABASE_URL

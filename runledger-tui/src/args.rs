@@ -1,10 +1,16 @@
 //! The command line: the terminal dashboard (the default) and the admin subcommands.
 
+mod status;
+
+use std::io::Write;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap_complete::Shell;
 use runledger_engine::core::jobs::{JobId, JobStatus, WorkflowRunId, WorkflowRunStatus};
 use uuid::Uuid;
+
+pub(crate) use status::Status;
 
 /// Default pause between refreshes.
 pub(crate) const DEFAULT_REFRESH_MS: u64 = 2_000;
@@ -14,7 +20,7 @@ pub(crate) const DEFAULT_LIMIT: i64 = 200;
 /// The parsed command line.
 #[derive(Debug, Parser)]
 #[command(
-    name = "runledger-tui",
+    name = "runledger",
     version,
     about = "Runledger's operator tool: a read-only terminal dashboard (the default) and admin commands",
     after_help = "Without a subcommand, the dashboard starts (its flags above apply to it only). Press ? inside it for the keys."
@@ -86,6 +92,11 @@ pub(crate) enum Command {
     Prune(PruneArgs),
     /// Per job type: backlog, leases, the last 24 hours' outcomes and durations; run counts.
     Stats,
+    /// Print a completion script for a shell (e.g. `runledger completions bash`).
+    Completions {
+        /// The shell to complete in.
+        shell: Shell,
+    },
 }
 
 /// `jobs ...`
@@ -113,9 +124,9 @@ pub(crate) enum JobsCommand {
 /// Filters of `jobs list`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct JobListArgs {
-    /// Only jobs in this status (pending, leased, succeeded, dead_lettered, canceled).
-    #[arg(long, value_parser = parse_job_status)]
-    pub(crate) status: Option<JobStatus>,
+    /// Only jobs in this status.
+    #[arg(long, value_enum, ignore_case = true)]
+    pub(crate) status: Option<Status<JobStatus>>,
     /// Only job types containing this text.
     #[arg(long = "type", value_name = "TEXT")]
     pub(crate) job_type: Option<String>,
@@ -153,10 +164,9 @@ pub(crate) enum WorkflowsCommand {
 /// Filters of `workflows list`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct RunListArgs {
-    /// Only runs in this status (running, waiting_for_external, succeeded,
-    /// completed_with_errors, canceled).
-    #[arg(long, value_parser = parse_run_status)]
-    pub(crate) status: Option<WorkflowRunStatus>,
+    /// Only runs in this status.
+    #[arg(long, value_enum, ignore_case = true)]
+    pub(crate) status: Option<Status<WorkflowRunStatus>>,
     /// Only workflow types containing this text.
     #[arg(long = "type", value_name = "TEXT")]
     pub(crate) workflow_type: Option<String>,
@@ -261,20 +271,17 @@ pub(crate) struct PruneArgs {
     pub(crate) retain_canceled_seconds: Option<u64>,
 }
 
-fn parse_job_status(text: &str) -> Result<JobStatus, String> {
-    text.to_ascii_uppercase()
-        .parse()
-        .map_err(|_| format!("not a job status: {text}"))
-}
-
-fn parse_run_status(text: &str) -> Result<WorkflowRunStatus, String> {
-    text.to_ascii_uppercase()
-        .parse()
-        .map_err(|_| format!("not a workflow run status: {text}"))
-}
-
 fn parse_json(text: &str) -> Result<serde_json::Value, String> {
     serde_json::from_str(text).map_err(|err| format!("not JSON: {err}"))
+}
+
+/// Prints the completion script of `shell` for this command line.
+pub(crate) fn print_completions(shell: Shell) {
+    let mut command = Cli::command();
+    let name = command.get_name().to_owned();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, name, &mut script);
+    let _ = std::io::stdout().write_all(&script);
 }
 
 /// A job id from the command line.
@@ -289,12 +296,10 @@ pub(crate) fn run_id(id: Uuid) -> WorkflowRunId {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
-
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(std::iter::once("runledger-tui").chain(args.iter().copied()))
+        Cli::try_parse_from(std::iter::once("runledger").chain(args.iter().copied()))
     }
 
     #[test]
@@ -371,7 +376,7 @@ mod tests {
         let Some(Command::Jobs(JobsCommand::List(list))) = cli.command else {
             panic!("expected jobs list");
         };
-        assert_eq!(list.status, Some(JobStatus::DeadLettered));
+        assert_eq!(list.status, Some(Status(JobStatus::DeadLettered)));
         assert_eq!(list.job_type.as_deref(), Some("emails"));
         let cli = parse(&["prune", "--dry-run", "--retain-succeeded-seconds", "60"]).unwrap();
         let Some(Command::Prune(prune)) = cli.command else {

@@ -1,5 +1,6 @@
-//! `runledger-tui`: the operator tool for Runledger. Without a subcommand it is a read-only
-//! terminal dashboard; its subcommands are an admin CLI for scripts and operators.
+//! `runledger` (package `runledger-cli`): the operator tool for Runledger. Without a subcommand
+//! it is a read-only terminal dashboard; its subcommands are an admin CLI for scripts and
+//! operators.
 //!
 //! The dashboard connects to the database your workers use and shows, refreshed in the
 //! background:
@@ -16,12 +17,12 @@
 //! - **Definitions** (4): job definitions with their runtime config and schedules.
 //!
 //! ```sh
-//! DATABASE_URL=postgres://user:pass@host/db cargo run -p runledger-tui -- --org <uuid>
-//! cargo run -p runledger-tui -- jobs list --status dead_lettered --json
+//! DATABASE_URL=postgres://user:pass@host/db cargo run -p runledger-cli -- --org <uuid>
+//! cargo run -p runledger-cli -- jobs list --status dead_lettered --json
 //! ```
 //!
 //! `--help` lists the flags and subcommands (`migrate`, `check-schema`, `jobs`, `workflows`,
-//! `gates`, `schedules`, `prune`, `stats`). Press `?` in the dashboard for every key. The
+//! `gates`, `schedules`, `queues`, `prune`, `stats`, `completions`). Press `?` in the dashboard for every key. The
 //! dashboard's session is read-only (`default_transaction_read_only`); the title shows whether
 //! the data is live, loading, paused, stale or reconnecting (with the error), and the UI never
 //! waits on the database.
@@ -68,6 +69,10 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 fn main() -> ExitCode {
     // Help, version and bad flags end here (exit status 0, 0 and 2).
     let cli = Cli::parse();
+    if let Some(Command::Completions { shell }) = cli.command {
+        args::print_completions(shell);
+        return ExitCode::SUCCESS;
+    }
     let out = Output { json: cli.json };
     let Some(database_url) = cli.database_url.filter(|url| !url.trim().is_empty()) else {
         out.fail(
@@ -83,7 +88,7 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("runledger-tui: cannot start the runtime: {err}");
+            eprintln!("runledger: cannot start the runtime: {err}");
             return ExitCode::FAILURE;
         }
     };
@@ -107,20 +112,20 @@ fn dashboard(
     let pool = match cli::connect(runtime, database_url, cli::Session::Dashboard) {
         Ok(pool) => pool,
         Err(message) => {
-            eprintln!("runledger-tui: {message}");
+            eprintln!("runledger: {message}");
             return ExitCode::from(2);
         }
     };
     if !args.skip_schema_check
         && let Err(message) = runtime.block_on(check_schema(&pool))
     {
-        eprintln!("runledger-tui: {message}");
+        eprintln!("runledger: {message}");
         return ExitCode::from(3);
     }
     match run_ui(runtime, pool, organization, args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("runledger-tui: terminal error: {err}");
+            eprintln!("runledger: terminal error: {err}");
             ExitCode::FAILURE
         }
     }

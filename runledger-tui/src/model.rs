@@ -164,6 +164,8 @@ pub(crate) struct DashboardData {
 pub(crate) struct JobRow {
     pub(crate) id: JobId,
     pub(crate) job_type: String,
+    pub(crate) queue: String,
+    pub(crate) resource_key: Option<String>,
     pub(crate) status: JobStatus,
     pub(crate) organization_id: Option<Uuid>,
     pub(crate) priority: i32,
@@ -194,6 +196,8 @@ impl JobRow {
         Self {
             id,
             job_type: job_type.to_owned(),
+            queue: "default".to_owned(),
+            resource_key: None,
             status,
             organization_id: None,
             priority: 0,
@@ -224,6 +228,8 @@ impl From<JobRecord> for JobRow {
         Self {
             id: j.id,
             job_type: j.job_type,
+            queue: j.queue,
+            resource_key: j.resource_key,
             status: j.status,
             organization_id: j.organization_id,
             priority: j.priority,

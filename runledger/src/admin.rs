@@ -7,7 +7,7 @@
 //! [`Error`] and a stable code. A typed handle does the same for one job or run in its own
 //! organization ([`JobHandle::requeue_if`], [`JobHandle::replay`], [`WorkflowHandle::cancel`]);
 //! these calls are for operators, who act on any organization's work. The operator tool
-//! (`runledger-tui`) runs the same operations from a shell.
+//! (the binary `runledger`, package `runledger-cli`) runs the same operations from a shell.
 //!
 //! ```no_run
 //! use runledger::admin;

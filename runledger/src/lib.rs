@@ -52,6 +52,8 @@
 //! schedules created per tenant, or your own dashboards.
 
 #![forbid(unsafe_code)]
+// docs.rs builds with `--cfg docsrs` on nightly: feature-gated items say which feature they need.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod catalog;
 mod context;

@@ -1,6 +1,6 @@
 //! Admin-read timing: seeds a database with 100,000 jobs of 10 types (every status, with
 //! attempts, dead letters and logs) and 1,000 workflow runs, then times the reads behind each
-//! `runledger-tui` screen and prints `EXPLAIN (ANALYZE, BUFFERS)` of the dashboard query.
+//! `runledger` dashboard screen and prints `EXPLAIN (ANALYZE, BUFFERS)` of the dashboard query.
 //!
 //! ```sh
 //! cargo run --release -p runledger-bench --bin admin-reads -- --jobs 100000 --runs 1000

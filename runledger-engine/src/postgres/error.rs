@@ -399,6 +399,23 @@ impl Error {
         }
     }
 
+    /// Whether the statement failed for a passing reason rather than because of what it
+    /// carried: the database could not be reached or dropped the connection (SQLSTATE class 08,
+    /// and class 57 as a restarting server sends it), or a deadlock or serialization failure
+    /// (class 40). Worth retrying while the work it carries still stands (a lease holds).
+    pub(crate) fn is_transient(&self) -> bool {
+        let Self::Query(query) = self else {
+            return false;
+        };
+        query.is_connection_error()
+            || matches!(
+                query.source_error(),
+                sqlx::Error::Database(db) if db.code().is_some_and(|code| {
+                    ["08", "40", "57"].iter().any(|class| code.starts_with(class))
+                })
+            )
+    }
+
     pub(crate) fn invalid_input(code: &'static str, message: impl Into<String>) -> Self {
         Self::InvalidInput {
             code,

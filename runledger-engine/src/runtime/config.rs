@@ -6,6 +6,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::core::jobs::Retention;
+pub use crate::runtime::error::JobsConfigError;
 use crate::runtime::queues::{QueueConcurrency, check_queues, parse_queues};
 
 /// Default pause between polls when no notification arrives.
@@ -41,51 +42,6 @@ pub const MAX_CLAIM_BATCH_SIZE: u32 = 1_000;
 pub const MAX_LEASE_TTL: Duration = Duration::from_secs(24 * 3_600);
 /// Longest delay before a reaped job is retried; longer values are lowered to it.
 pub const MAX_REAPER_RETRY_DELAY: Duration = Duration::from_secs(24 * 3_600);
-
-/// A setting that is invalid.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum JobsConfigError {
-    /// An environment variable is set but is not a valid value.
-    #[error("environment variable {variable} has an invalid value {value:?}: expected {expected}")]
-    InvalidEnvVar {
-        /// The variable's name.
-        variable: &'static str,
-        /// What it contained.
-        value: String,
-        /// What was expected.
-        expected: &'static str,
-    },
-    /// A field of a hand-built config is out of range.
-    #[error("invalid jobs config: {field} {problem}")]
-    InvalidField {
-        /// The field.
-        field: &'static str,
-        /// What is wrong with it.
-        problem: &'static str,
-    },
-    /// The pool allows too few connections for a worker to make progress.
-    #[error(
-        "the database pool allows {max_connections} connection(s); a worker needs at least {required} (one is held by LISTEN)"
-    )]
-    PoolTooSmall {
-        /// The pool's `max_connections`.
-        max_connections: u32,
-        /// The fewest that work, [`MIN_POOL_CONNECTIONS`].
-        required: u32,
-    },
-}
-
-impl JobsConfigError {
-    /// Stable error code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::InvalidEnvVar { .. } => "config.invalid_env_var",
-            Self::InvalidField { .. } => "config.invalid_field",
-            Self::PoolTooSmall { .. } => "config.pool_too_small",
-        }
-    }
-}
 
 /// Fewest connections the pool of a worker needs: the LISTEN connection holds one for good,
 /// and the claim, completion and heartbeat loops need at least one more to share.

@@ -1,8 +1,8 @@
-//! Runtime errors, the errors of one pass of each loop, and loop exit reasons.
+//! Runtime errors: invalid settings, the Supervisor's errors, the errors of one pass of each
+//! loop, and loop exit reasons.
 
 use crate::core::jobs::JobId;
 use crate::runtime::catalog::CatalogError;
-use crate::runtime::config::JobsConfigError;
 use crate::runtime::registry::RegistryError;
 
 /// Result alias for runtime calls.
@@ -25,6 +25,52 @@ pub enum RuntimeLoopExit {
     },
     /// The loop's configuration was invalid; it never started.
     InvalidConfig(JobsConfigError),
+}
+
+/// A setting that is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobsConfigError {
+    /// An environment variable is set but is not a valid value.
+    #[error("environment variable {variable} has an invalid value {value:?}: expected {expected}")]
+    InvalidEnvVar {
+        /// The variable's name.
+        variable: &'static str,
+        /// What it contained.
+        value: String,
+        /// What was expected.
+        expected: &'static str,
+    },
+    /// A field of a hand-built config is out of range.
+    #[error("invalid jobs config: {field} {problem}")]
+    InvalidField {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// The pool allows too few connections for a worker to make progress.
+    #[error(
+        "the database pool allows {max_connections} connection(s); a worker needs at least {required} (one is held by LISTEN)"
+    )]
+    PoolTooSmall {
+        /// The pool's `max_connections`.
+        max_connections: u32,
+        /// The fewest that work,
+        /// [`MIN_POOL_CONNECTIONS`](crate::runtime::config::MIN_POOL_CONNECTIONS).
+        required: u32,
+    },
+}
+
+impl JobsConfigError {
+    /// Stable error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidEnvVar { .. } => "config.invalid_env_var",
+            Self::InvalidField { .. } => "config.invalid_field",
+            Self::PoolTooSmall { .. } => "config.pool_too_small",
+        }
+    }
 }
 
 /// Errors of the Supervisor and its builder.
@@ -123,8 +169,8 @@ macro_rules! pass_error {
 
 pass_error!(
     /// Why a pass of the worker loop failed: the persistence error that
-    /// [`Worker::run_once`](crate::runtime::worker::Worker::run_once) returns, under the name
-    /// the other loops' errors share (`?` and `From` convert it).
+    /// [`WorkerLoop::run_once`](crate::runtime::worker::WorkerLoop::run_once) returns, under the
+    /// name the other loops' errors share (`?` and `From` convert it).
     WorkerError
 );
 pass_error!(

@@ -8,12 +8,12 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use sqlx::PgPool;
-use sqlx::postgres::PgListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::postgres::jobs::{
-    IntentPromotion, IntentPromotionPass, JOB_INTENT_CHANNEL, promote_job_enqueue_intents,
+    IntentPromotion, IntentPromotionPass, JOB_INTENT_CHANNEL, Notifications,
+    promote_job_enqueue_intents,
 };
 use crate::runtime::config::{JobsConfig, JobsConfigError};
 use crate::runtime::error::{IntentPromoterError, RuntimeLoopExit};
@@ -169,7 +169,7 @@ impl IntentPromoter {
 #[derive(Default)]
 struct Listener {
     enabled: bool,
-    connection: Option<PgListener>,
+    connection: Option<Notifications>,
     retry_at: Option<Instant>,
 }
 
@@ -181,18 +181,14 @@ impl Listener {
             && self.connection.is_none()
             && self.retry_at.is_none_or(|at| at <= Instant::now())
         {
-            let connected = async {
-                let mut listener = PgListener::connect_with(pool).await?;
-                listener.listen(JOB_INTENT_CHANNEL).await?;
-                Ok::<_, sqlx::Error>(listener)
-            };
+            let connected = Notifications::listen(pool, &[JOB_INTENT_CHANNEL]);
             match tokio::time::timeout_at(deadline, connected).await {
                 Ok(Ok(listener)) => {
                     self.connection = Some(listener);
                     self.retry_at = None;
                 }
                 Ok(Err(err)) => {
-                    tracing::warn!(error = %err, "intent LISTEN connection failed; polling meanwhile");
+                    tracing::warn!(error = %err.internal_message(), "intent LISTEN connection failed; polling meanwhile");
                     self.retry_at = Some(Instant::now() + LISTEN_RETRY_DELAY);
                 }
                 Err(_) => self.retry_at = Some(Instant::now() + LISTEN_RETRY_DELAY),
@@ -204,13 +200,13 @@ impl Listener {
                 return;
             };
             tokio::select! {
-                received = connection.try_recv() => match received {
+                received = connection.next() => match received {
                     Ok(Some(notification)) if types.contains(notification.payload()) => return,
                     Ok(Some(_)) => {}
                     // Lost and reconnected: catch up on what may have been missed.
                     Ok(None) => return,
                     Err(err) => {
-                        tracing::warn!(error = %err, "intent LISTEN connection broke; polling meanwhile");
+                        tracing::warn!(error = %err.internal_message(), "intent LISTEN connection broke; polling meanwhile");
                         self.connection = None;
                         self.retry_at = Some(Instant::now() + LISTEN_RETRY_DELAY);
                     }

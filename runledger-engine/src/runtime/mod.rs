@@ -6,8 +6,6 @@ pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod intent_promoter;
-mod job_logs;
-mod job_services;
 mod metrics;
 pub mod observer;
 pub mod pruner;

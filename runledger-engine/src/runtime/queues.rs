@@ -1,6 +1,6 @@
 //! The queues a worker serves, each with its own local concurrency.
 
-use crate::runtime::config::JobsConfigError;
+use crate::runtime::error::JobsConfigError;
 
 /// One queue a worker serves and how many of its jobs the worker runs at once.
 ///

@@ -23,7 +23,7 @@ use crate::runtime::reaper::{Reaper, ReaperConfig};
 use crate::runtime::registry::JobRegistry;
 use crate::runtime::scheduler::{Scheduler, SchedulerConfig};
 use crate::runtime::tasks::TaskTree;
-use crate::runtime::worker::{Worker, WorkerConfig};
+use crate::runtime::worker::{WorkerConfig, WorkerLoop};
 
 /// How long loops get to finish after the deadline's hard stop before they are aborted.
 const HARD_STOP_GRACE: Duration = Duration::from_millis(500);
@@ -156,7 +156,7 @@ impl SupervisorBuilder {
         let hard_stop = tasks.child_token();
         let observer_stop = tasks.child_token();
         let (observers, dispatcher) = self.observers.start(&tasks, observer_stop.clone());
-        let worker = Worker::new(
+        let worker = WorkerLoop::new(
             self.pool.clone(),
             Arc::new(self.registry),
             worker_config,

@@ -1,7 +1,7 @@
 //! The task tree of a runtime component: one root cancellation token, one tracker that owns
 //! every task the component starts, and a drop guard. Every task is spawned through the tree
 //! and stops at its next await point once the root is cancelled, so dropping the owner (a
-//! `Supervisor`, a running `Worker` loop) or finishing its shutdown leaves no task behind.
+//! `Supervisor`, a running `WorkerLoop`) or finishing its shutdown leaves no task behind.
 //! Graceful stages (stop claiming, drop handlers) are child tokens of the root.
 
 use std::future::Future;

@@ -14,7 +14,7 @@ use runledger_engine::postgres::jobs::{
 };
 use runledger_engine::runtime::observer::JobLifecycleObservers;
 use runledger_engine::runtime::registry::JobRegistry;
-use runledger_engine::runtime::worker::{Worker, WorkerConfig};
+use runledger_engine::runtime::worker::{WorkerConfig, WorkerLoop};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -218,7 +218,7 @@ async fn lines_a_handler_logs_through_its_context_are_stored_with_the_attempt(po
         .unwrap();
     define(&pool, "logged", DefinitionOpts::default()).await;
     let job_id = insert_job(&pool, "logged", json!({})).await;
-    let worker = Worker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&fast_config("w-logs")),

@@ -20,7 +20,7 @@ use runledger_engine::runtime::observer::{
     JobContinuedEvent, JobLifecycleObserver, JobLifecycleObservers,
 };
 use runledger_engine::runtime::registry::JobRegistry;
-use runledger_engine::runtime::worker::{Worker, WorkerConfig};
+use runledger_engine::runtime::worker::{WorkerConfig, WorkerLoop};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
@@ -115,7 +115,7 @@ async fn a_continuation_after_a_delay_is_not_claimable_before_it(pool: PgPool) {
             Ok(JobContinuation::after(Duration::from_secs(3600)).into())
         }))
         .unwrap();
-    let worker = Worker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&fast_config("w-later")),
@@ -146,7 +146,7 @@ async fn a_continuation_with_an_output_fails_the_attempt(pool: PgPool) {
             Ok(completion)
         }))
         .unwrap();
-    let worker = Worker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&fast_config("w-confused")),
@@ -211,7 +211,7 @@ async fn workflow_steps_continue_only_when_they_opted_in_and_release_nothing_mea
             Ok(JobCompletion::success())
         }))
         .unwrap();
-    let worker = Worker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&fast_config("w-wf")),

@@ -15,7 +15,7 @@ use runledger_engine::postgres::jobs::{
 use runledger_engine::postgres::{Error, ErrorCategory};
 use runledger_engine::runtime::observer::JobLifecycleObservers;
 use runledger_engine::runtime::registry::JobRegistry;
-use runledger_engine::runtime::worker::{Worker, WorkerConfig};
+use runledger_engine::runtime::worker::{WorkerConfig, WorkerLoop};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -31,7 +31,7 @@ fn nested(depth: usize) -> Value {
 
 /// A worker whose `echo` handler returns `{"n": n}`, or an output PostgreSQL cannot store
 /// (`"nul"`) or a worker could not decode again (`"deep"`) when the payload asks for one.
-fn echo_worker(pool: &PgPool, worker_id: &str) -> Worker {
+fn echo_worker(pool: &PgPool, worker_id: &str) -> WorkerLoop {
     let mut registry = JobRegistry::new();
     registry
         .register(handler("echo", |_, payload: Value| async move {
@@ -43,7 +43,7 @@ fn echo_worker(pool: &PgPool, worker_id: &str) -> Worker {
             Ok(JobCompletion::with_output(output))
         }))
         .unwrap();
-    Worker::new(
+    WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&fast_config(worker_id)),

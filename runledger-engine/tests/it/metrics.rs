@@ -18,7 +18,7 @@ use runledger_engine::runtime::observer::JobLifecycleObservers;
 use runledger_engine::runtime::queue_depth::{QueueDepthConfig, QueueDepthSampler};
 use runledger_engine::runtime::reaper::{Reaper, ReaperConfig};
 use runledger_engine::runtime::registry::JobRegistry;
-use runledger_engine::runtime::worker::{Worker, WorkerConfig};
+use runledger_engine::runtime::worker::{WorkerConfig, WorkerLoop};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -163,7 +163,7 @@ async fn a_worker_counts_successes_retries_and_dead_letters_by_job_type_and_queu
             Err(JobFailure::terminal("test.doomed", "never works"))
         }))
         .unwrap();
-    let worker = Worker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&fast_config("w-metrics")),

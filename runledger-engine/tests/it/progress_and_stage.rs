@@ -12,7 +12,7 @@ use runledger_engine::postgres::jobs::{
 };
 use runledger_engine::runtime::observer::JobLifecycleObservers;
 use runledger_engine::runtime::registry::JobRegistry;
-use runledger_engine::runtime::worker::{Worker, WorkerConfig};
+use runledger_engine::runtime::worker::{WorkerConfig, WorkerLoop};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -66,7 +66,7 @@ async fn a_running_handler_is_marked_started_reports_progress_and_stores_its_fin
             }
         }))
         .unwrap();
-    let worker = Worker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&fast_config("w-stage")),
@@ -105,7 +105,7 @@ async fn a_success_without_final_progress_keeps_the_last_update(pool: PgPool) {
             Ok(JobCompletion::success())
         }))
         .unwrap();
-    let worker = Worker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&fast_config("w-keep")),
@@ -193,7 +193,7 @@ async fn a_worker_marks_a_long_handler_running_and_a_fast_one_starts_at_its_leas
             Ok(JobCompletion::success())
         }))
         .unwrap();
-    let worker = Worker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&fast_config("w-marks")),

@@ -813,7 +813,7 @@ async fn worker_run_once_runs_one_batch_to_its_end_and_counts_it(pool: PgPool) {
     use runledger_engine::runtime::JobFailureDisposition;
     use runledger_engine::runtime::observer::JobLifecycleObservers;
     use runledger_engine::runtime::registry::JobRegistry;
-    use runledger_engine::runtime::worker::{PassOutcome, Worker, WorkerConfig};
+    use runledger_engine::runtime::worker::{PassOutcome, WorkerConfig, WorkerLoop};
 
     let mut registry = JobRegistry::new();
     registry
@@ -832,7 +832,7 @@ async fn worker_run_once_runs_one_batch_to_its_end_and_counts_it(pool: PgPool) {
     for fail in [false, false, true] {
         insert_job(&pool, "once", json!({ "fail": fail })).await;
     }
-    let worker = Worker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&fast_config("w-once")),
@@ -924,7 +924,7 @@ async fn an_idle_worker_gives_its_claim_connections_back_to_the_pool(pool: PgPoo
 async fn a_batch_of_successes_waits_only_for_jobs_still_running(pool: PgPool) {
     use runledger_engine::runtime::observer::JobLifecycleObservers;
     use runledger_engine::runtime::registry::JobRegistry;
-    use runledger_engine::runtime::worker::{Worker, WorkerConfig};
+    use runledger_engine::runtime::worker::{WorkerConfig, WorkerLoop};
 
     define(&pool, "pair", DefinitionOpts::default()).await;
     let mut registry = JobRegistry::new();
@@ -945,7 +945,7 @@ async fn a_batch_of_successes_waits_only_for_jobs_still_running(pool: PgPool) {
     config.completion_flush_interval = Duration::from_secs(3600);
     // One claim loop: both jobs come in one claim.
     config.claim_parallelism = 1;
-    let worker = Worker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         config,

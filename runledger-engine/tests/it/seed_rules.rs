@@ -611,7 +611,7 @@ async fn worker_reaper_and_scheduler_passes_fail_with_their_named_errors(pool: P
         Scheduler::new(pool.clone(), SchedulerConfig::from_jobs_config(&config)).unwrap();
     let mut registry = runledger_engine::runtime::registry::JobRegistry::new();
     registry.register(noop("seed.worker_pass")).unwrap();
-    let worker = runledger_engine::runtime::worker::Worker::new(
+    let worker = runledger_engine::runtime::worker::WorkerLoop::new(
         pool.clone(),
         std::sync::Arc::new(registry),
         runledger_engine::runtime::worker::WorkerConfig::from_jobs_config(&config),

@@ -8,7 +8,7 @@ use runledger_engine::core::trace::{TraceContext, TracePropagator, set_trace_pro
 use runledger_engine::postgres::jobs::{JobEnqueue, enqueue_jobs, enqueue_workflow_run};
 use runledger_engine::runtime::observer::JobLifecycleObservers;
 use runledger_engine::runtime::registry::JobRegistry;
-use runledger_engine::runtime::worker::{Worker, WorkerConfig};
+use runledger_engine::runtime::worker::{WorkerConfig, WorkerLoop};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -84,7 +84,7 @@ async fn a_job_enqueued_in_a_traced_scope_carries_its_context_to_the_handler_spa
             Ok(JobCompletion::success())
         }))
         .unwrap();
-    let worker = Worker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&fast_config("w-trace")),
@@ -127,7 +127,7 @@ async fn every_step_job_of_a_run_enqueued_in_a_traced_scope_carries_its_context(
             Ok(JobCompletion::success())
         }))
         .unwrap();
-    let worker = Worker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&fast_config("w-trace-flow")),

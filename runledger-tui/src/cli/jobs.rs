@@ -3,11 +3,10 @@
 use runledger_engine::postgres::jobs::{
     JobListFilter, cancel_job, get_job_by_id, get_job_detail, list_jobs, requeue_job,
 };
-use serde_json::json;
 
 use super::output::{self, JOB_HEADER, table};
 use super::{Context, Failure};
-use crate::args::{JobListArgs, JobsCommand, job_id, run_id};
+use crate::args::{JobListArgs, JobsCommand, Status, job_id, run_id};
 
 pub(super) async fn run(context: &Context, command: &JobsCommand) -> Result<(), Failure> {
     match command {
@@ -18,10 +17,9 @@ pub(super) async fn run(context: &Context, command: &JobsCommand) -> Result<(), 
                 .ok_or(runledger_engine::postgres::Error::JobNotFound {
                     job_id: job_id(*id),
                 })?;
-            context.out.print(&output::job_detail(&detail), || {
-                output::job_detail_text(&detail)
-            });
-            Ok(())
+            context
+                .out
+                .print(&detail, || output::job_detail_text(&detail))
         }
         JobsCommand::Cancel { id } => {
             cancel_job(&context.pool, job_id(*id), context.scope()).await?;
@@ -39,32 +37,26 @@ async fn changed(context: &Context, id: uuid::Uuid) -> Result<(), Failure> {
     let job = get_job_by_id(&context.pool, job_id(id), context.scope())
         .await?
         .ok_or(runledger_engine::postgres::Error::JobNotFound { job_id: job_id(id) })?;
-    context.out.print(&output::job(&job), || {
-        format!("job {} is now {}", job.id, job.status)
-    });
-    Ok(())
+    context
+        .out
+        .print(&job, || format!("job {} is now {}", job.id, job.status))
 }
 
 async fn list(context: &Context, args: &JobListArgs) -> Result<(), Failure> {
     let mut filter = JobListFilter::new().limit(args.limit);
-    filter.status = args.status;
+    filter.status = args.status.map(Status::into_inner);
     filter.job_type_contains.clone_from(&args.job_type);
     filter.search.clone_from(&args.search);
     filter.workflow_run_id = args.workflow_run.map(run_id);
     filter.organization_id = context.organization;
     filter.after = args.after.map(job_id);
     let page = list_jobs(&context.pool, &filter).await?;
-    let value = json!({
-        "jobs": page.jobs.iter().map(output::job).collect::<Vec<_>>(),
-        "next_cursor": page.next_cursor.map(|id| id.to_string()),
-    });
-    context.out.print(&value, || {
+    context.out.print(&page, || {
         let rows: Vec<_> = page.jobs.iter().map(output::job_row).collect();
         let mut text = table(JOB_HEADER, &rows);
         if let Some(cursor) = page.next_cursor {
             text.push_str(&format!("\nmore: --after {cursor}"));
         }
         text
-    });
-    Ok(())
+    })
 }

@@ -1,38 +1,56 @@
 //! `migrate`, `check-schema`, `prune` and `stats`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use runledger_engine::core::jobs::{Retention, WorkflowRunStatus};
 use runledger_engine::postgres::jobs::{
-    WorkflowRunCountFilter, count_prunable, count_workflow_runs, get_job_metrics,
+    JobMetrics, PruneCounts, WorkflowRunCountFilter, count_prunable, count_workflow_runs,
+    get_job_metrics,
 };
 use runledger_engine::postgres::{ensure_schema_compatible, migrate as apply_migrations};
 use runledger_engine::runtime::config::JobsConfig;
 use runledger_engine::runtime::pruner::{Pruner, PrunerConfig};
-use serde_json::json;
+use serde::Serialize;
 
-use super::output::{self, METRICS_HEADER, table};
+use super::output::{self, METRICS_HEADER, keyed, table};
 use super::{Context, Failure};
 use crate::args::PruneArgs;
+
+/// What `prune` deleted, or `prune --dry-run` would delete.
+#[derive(Serialize)]
+struct PruneReport {
+    dry_run: bool,
+    /// Transactions the prune ran (not for a dry run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batches: Option<usize>,
+    #[serde(flatten)]
+    counts: PruneCounts,
+}
+
+/// What `stats` prints: the metrics per job type and the runs per unfinished status.
+#[derive(Serialize)]
+struct Stats<'a> {
+    job_types: &'a [JobMetrics],
+    workflow_runs: BTreeMap<String, i64>,
+}
 
 pub(super) async fn migrate(context: &Context) -> Result<(), Failure> {
     apply_migrations(&context.pool)
         .await
         .map_err(Failure::Schema)?;
-    context.out.print(&json!({ "schema": "up to date" }), || {
+    context.out.print(&keyed("schema", "up to date"), || {
         "migrations applied; the schema is up to date".to_owned()
-    });
-    Ok(())
+    })
 }
 
 pub(super) async fn check_schema(context: &Context) -> Result<(), Failure> {
     ensure_schema_compatible(&context.pool)
         .await
         .map_err(Failure::Schema)?;
-    context.out.print(&json!({ "schema": "compatible" }), || {
+    context.out.print(&keyed("schema", "compatible"), || {
         "the schema matches this version".to_owned()
-    });
-    Ok(())
+    })
 }
 
 /// The workers' retention (`JOBS_RETAIN_*`, through the flags' env fallbacks), with the flags
@@ -54,12 +72,14 @@ pub(super) async fn prune(context: &Context, args: &PruneArgs) -> Result<(), Fai
     let retention = retention(args);
     if args.dry_run {
         let due = count_prunable(&context.pool, &retention).await?;
-        let mut value = output::prune_counts(&due);
-        value["dry_run"] = json!(true);
-        context.out.print(&value, || {
+        let report = PruneReport {
+            dry_run: true,
+            batches: None,
+            counts: due,
+        };
+        return context.out.print(&report, || {
             format!("would delete\n{}", output::prune_counts_text(&due))
         });
-        return Ok(());
     }
     let config = PrunerConfig::from_jobs_config(&JobsConfig::default()).retention(retention);
     let pruner = Pruner::new(context.pool.clone(), config).map_err(|err| Failure::Refused {
@@ -73,18 +93,19 @@ pub(super) async fn prune(context: &Context, args: &PruneArgs) -> Result<(), Fai
             message: "another pruner is working right now; try again later".to_owned(),
         });
     }
-    let mut value = output::prune_counts(&pass.deleted);
-    value["dry_run"] = json!(false);
-    value["batches"] = json!(pass.batches);
-    context.out.print(&value, || {
+    let report = PruneReport {
+        dry_run: false,
+        batches: Some(pass.batches),
+        counts: pass.deleted,
+    };
+    context.out.print(&report, || {
         format!("deleted\n{}", output::prune_counts_text(&pass.deleted))
-    });
-    Ok(())
+    })
 }
 
 pub(super) async fn stats(context: &Context) -> Result<(), Failure> {
     let metrics = get_job_metrics(&context.pool, context.organization).await?;
-    let mut runs = serde_json::Map::new();
+    let mut runs = BTreeMap::new();
     for status in [
         WorkflowRunStatus::Running,
         WorkflowRunStatus::WaitingForExternal,
@@ -96,15 +117,16 @@ pub(super) async fn stats(context: &Context) -> Result<(), Failure> {
             organization_id: context.organization,
         };
         let count = count_workflow_runs(&context.pool, &filter).await?;
-        runs.insert(status.as_str().to_ascii_lowercase(), json!(count));
+        runs.insert(status.as_str().to_ascii_lowercase(), count);
     }
-    let value = json!({
-        "job_types": metrics.iter().map(output::metrics).collect::<Vec<_>>(),
-        "workflow_runs": runs,
-    });
-    context.out.print(&value, || {
+    let stats = Stats {
+        job_types: &metrics,
+        workflow_runs: runs,
+    };
+    context.out.print(&stats, || {
         let rows: Vec<_> = metrics.iter().map(output::metrics_row).collect();
-        let runs: Vec<String> = runs
+        let runs: Vec<String> = stats
+            .workflow_runs
             .iter()
             .map(|(status, n)| format!("{status} {n}"))
             .collect();
@@ -113,6 +135,5 @@ pub(super) async fn stats(context: &Context) -> Result<(), Failure> {
             table(METRICS_HEADER, &rows),
             runs.join(", ")
         )
-    });
-    Ok(())
+    })
 }

@@ -132,7 +132,7 @@ pub(crate) fn connect(
     };
     let mut options = PgConnectOptions::from_str(database_url)
         .map_err(|err| format!("invalid database URL: {err}"))?
-        .application_name("runledger-tui")
+        .application_name("runledger-cli")
         .options([
             ("plan_cache_mode", "force_custom_plan"),
             ("statement_timeout", timeout),
@@ -171,7 +171,8 @@ pub(crate) fn run(
     };
     let result = runtime.block_on(async {
         match command {
-            Command::Tui(_) => Ok(()),
+            // Handled before any database is named.
+            Command::Tui(_) | Command::Completions { .. } => Ok(()),
             Command::Migrate => maintenance::migrate(&context).await,
             Command::CheckSchema => maintenance::check_schema(&context).await,
             Command::Prune(args) => maintenance::prune(&context, args).await,

@@ -1,6 +1,7 @@
-//! What the admin commands print: every record as JSON (for `--json`), and the same values as
-//! aligned text for people.
+//! What the admin commands print: a document for `--json` (the engine's read models through
+//! `serde`), and the same values as aligned text for people.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use chrono::{DateTime, Utc};
@@ -8,7 +9,10 @@ use runledger_engine::postgres::jobs::{
     JobDetail, JobMetrics, JobRecord, JobSchedule, PruneCounts, QueueSettings, WorkflowRunRecord,
     WorkflowRunStepCounts, WorkflowStepRecord,
 };
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::json;
+
+use super::Failure;
 
 /// Where results go: JSON documents or text.
 #[derive(Debug, Clone, Copy)]
@@ -17,14 +21,22 @@ pub(crate) struct Output {
 }
 
 impl Output {
-    /// Prints `value` as JSON, or `text()` for people.
-    pub(crate) fn print(self, value: &Value, text: impl FnOnce() -> String) {
+    /// Prints `value` as a JSON document, or `text()` for people.
+    pub(crate) fn print<T: Serialize + ?Sized>(
+        self,
+        value: &T,
+        text: impl FnOnce() -> String,
+    ) -> Result<(), Failure> {
         let rendered = if self.json {
-            serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+            serde_json::to_string_pretty(value).map_err(|err| Failure::Refused {
+                code: "cli.output",
+                message: format!("the result cannot be written as JSON: {err}"),
+            })?
         } else {
             text()
         };
         let _ = writeln!(std::io::stdout(), "{rendered}");
+        Ok(())
     }
 
     /// Reports a failure on stderr: `{"error": {"code", "message"}}` or one line.
@@ -32,10 +44,15 @@ impl Output {
         let rendered = if self.json {
             json!({ "error": { "code": code, "message": message } }).to_string()
         } else {
-            format!("runledger-tui: {code}: {message}")
+            format!("runledger: {code}: {message}")
         };
         let _ = writeln!(std::io::stderr(), "{rendered}");
     }
+}
+
+/// `{"<key>": value}`: the document of a command that prints one list or one word.
+pub(crate) fn keyed<T: Serialize>(key: &'static str, value: T) -> BTreeMap<&'static str, T> {
+    BTreeMap::from([(key, value)])
 }
 
 fn time(at: Option<DateTime<Utc>>) -> String {
@@ -73,38 +90,12 @@ pub(crate) fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> 
     lines.join("\n")
 }
 
-pub(crate) fn job(job: &JobRecord) -> Value {
-    json!({
-        "id": job.id.to_string(),
-        "job_type": job.job_type,
-        "status": job.status.as_str(),
-        "stage": job.stage.as_str(),
-        "run_number": job.run_number,
-        "organization_id": job.organization_id,
-        "priority": job.priority,
-        "attempts_used": job.attempts_used,
-        "max_attempts": job.max_attempts,
-        "timeout_seconds": job.timeout_seconds,
-        "worker_id": job.worker_id,
-        "next_run_at": job.next_run_at,
-        "lease_expires_at": job.lease_expires_at,
-        "idempotency_key": job.idempotency_key,
-        "workflow_run_id": job.workflow_run_id.map(|id| id.to_string()),
-        "last_error_code": job.last_error_code,
-        "last_error_message": job.last_error_message,
-        "payload": job.payload,
-        "progress": job.progress,
-        "output": job.output,
-        "checkpoint": job.checkpoint,
-        "created_at": job.created_at,
-        "finished_at": job.finished_at,
-    })
-}
-
-pub(crate) fn job_row(job: &JobRecord) -> [String; 6] {
+pub(crate) fn job_row(job: &JobRecord) -> [String; 8] {
     [
         job.id.to_string(),
         job.job_type.clone(),
+        job.queue.clone(),
+        or_dash(job.resource_key.as_deref()).to_owned(),
         job.status.to_string(),
         format!("{}/{}", job.attempts_used, job.max_attempts),
         time(Some(job.created_at)),
@@ -112,71 +103,16 @@ pub(crate) fn job_row(job: &JobRecord) -> [String; 6] {
     ]
 }
 
-pub(crate) const JOB_HEADER: [&str; 6] = ["ID", "TYPE", "STATUS", "ATTEMPTS", "CREATED", "ERROR"];
-
-pub(crate) fn job_detail(detail: &JobDetail) -> Value {
-    let mut value = job(&detail.job);
-    value["attempts"] = detail
-        .attempts
-        .iter()
-        .map(|a| {
-            json!({
-                "attempt": a.attempt,
-                "worker_id": a.worker_id,
-                "outcome": a.outcome.to_string(),
-                "failure_kind": a.failure_kind.map(|k| k.to_string()),
-                "error_code": a.error_code,
-                "error_message": a.error_message,
-                "leased_at": a.leased_at,
-                "finished_at": a.finished_at,
-            })
-        })
-        .collect();
-    value["events"] = detail
-        .events
-        .iter()
-        .map(|e| {
-            json!({
-                "event_type": e.event_type.to_string(),
-                "attempt": e.attempt,
-                "details": e.details,
-                "created_at": e.created_at,
-            })
-        })
-        .collect();
-    value["dead_letters"] = detail
-        .dead_letters
-        .iter()
-        .map(|d| {
-            json!({
-                "attempt": d.attempt,
-                "failure_kind": d.failure_kind.to_string(),
-                "error_code": d.error_code,
-                "error_message": d.error_message,
-                "dead_lettered_at": d.dead_lettered_at,
-            })
-        })
-        .collect();
-    value["logs"] = detail
-        .logs
-        .iter()
-        .map(|l| {
-            json!({
-                "attempt": l.attempt,
-                "level": l.level.to_string(),
-                "message": l.message,
-                "fields": l.fields,
-                "created_at": l.created_at,
-            })
-        })
-        .collect();
-    value
-}
+pub(crate) const JOB_HEADER: [&str; 8] = [
+    "ID", "TYPE", "QUEUE", "RESOURCE", "STATUS", "ATTEMPTS", "CREATED", "ERROR",
+];
 
 pub(crate) fn job_detail_text(detail: &JobDetail) -> String {
     let job = &detail.job;
     let mut lines = vec![
         format!("{}  {}  {}", job.id, job.job_type, job.status),
+        format!("queue         {}", job.queue),
+        format!("resource key  {}", or_dash(job.resource_key.as_deref())),
         format!(
             "attempts      {} of {}",
             job.attempts_used, job.max_attempts
@@ -212,25 +148,6 @@ pub(crate) fn job_detail_text(detail: &JobDetail) -> String {
     lines.join("\n")
 }
 
-pub(crate) fn run(run: &WorkflowRunRecord, counts: Option<&WorkflowRunStepCounts>) -> Value {
-    json!({
-        "id": run.id.to_string(),
-        "workflow_type": run.workflow_type,
-        "status": run.status.as_str(),
-        "organization_id": run.organization_id,
-        "idempotency_key": run.idempotency_key,
-        "status_reason": run.status_reason,
-        "metadata": run.metadata,
-        "result": run.result,
-        "created_at": run.created_at,
-        "finished_at": run.finished_at,
-        "steps": counts.map(|c| json!({
-            "total": c.total, "succeeded": c.succeeded, "failed": c.failed,
-            "active": c.active, "waiting": c.waiting,
-        })),
-    })
-}
-
 pub(crate) fn run_row(
     run: &WorkflowRunRecord,
     counts: Option<&WorkflowRunStepCounts>,
@@ -248,23 +165,6 @@ pub(crate) fn run_row(
 }
 
 pub(crate) const RUN_HEADER: [&str; 5] = ["ID", "TYPE", "STATUS", "OK/FAILED/ALL", "CREATED"];
-
-pub(crate) fn step(step: &WorkflowStepRecord) -> Value {
-    json!({
-        "step_key": step.step_key,
-        "kind": step.kind.as_str(),
-        "job_type": step.job_type,
-        "status": step.status.as_str(),
-        "job_id": step.job_id.map(|id| id.to_string()),
-        "dependencies": step.dependencies.iter()
-            .map(|(key, condition)| json!({"step_key": key, "condition": condition}))
-            .collect::<Vec<_>>(),
-        "output": step.output,
-        "status_reason": step.status_reason,
-        "last_error_code": step.last_error_code,
-        "finished_at": step.finished_at,
-    })
-}
 
 pub(crate) fn step_row(step: &WorkflowStepRecord) -> [String; 5] {
     let after: Vec<&str> = step
@@ -294,19 +194,6 @@ pub(crate) fn step_row(step: &WorkflowStepRecord) -> [String; 5] {
 
 pub(crate) const STEP_HEADER: [&str; 5] = ["STEP", "TYPE", "STATUS", "AFTER", "ERROR"];
 
-pub(crate) fn schedule(schedule: &JobSchedule) -> Value {
-    json!({
-        "name": schedule.name,
-        "job_type": schedule.job_type,
-        "cron_expr": schedule.cron_expr,
-        "is_active": schedule.is_active,
-        "organization_id": schedule.organization_id,
-        "next_fire_at": schedule.next_fire_at,
-        "last_fired_at": schedule.last_fired_at,
-        "last_error_code": schedule.last_error_code,
-    })
-}
-
 pub(crate) fn schedule_row(schedule: &JobSchedule) -> [String; 5] {
     [
         schedule.name.clone(),
@@ -324,15 +211,6 @@ pub(crate) fn schedule_row(schedule: &JobSchedule) -> [String; 5] {
 
 pub(crate) const SCHEDULE_HEADER: [&str; 5] = ["NAME", "TYPE", "CRON", "STATE", "NEXT FIRE"];
 
-pub(crate) fn queue(settings: &QueueSettings) -> Value {
-    json!({
-        "name": settings.name,
-        "is_paused": settings.is_paused,
-        "global_concurrency": settings.global_concurrency,
-        "updated_at": settings.updated_at,
-    })
-}
-
 pub(crate) fn queue_row(settings: &QueueSettings) -> [String; 4] {
     [
         settings.name.clone(),
@@ -345,22 +223,6 @@ pub(crate) fn queue_row(settings: &QueueSettings) -> [String; 4] {
 }
 
 pub(crate) const QUEUE_HEADER: [&str; 4] = ["NAME", "STATE", "GLOBAL LIMIT", "CHANGED"];
-
-pub(crate) fn metrics(m: &JobMetrics) -> Value {
-    json!({
-        "job_type": m.job_type,
-        "is_enabled": m.is_enabled,
-        "pending": m.pending,
-        "pending_ready": m.pending_ready,
-        "oldest_ready_at": m.oldest_ready_at,
-        "leased": m.leased,
-        "stale_leases": m.stale_leases,
-        "succeeded_24h": m.succeeded_24h,
-        "dead_lettered_24h": m.dead_lettered_24h,
-        "p50_duration_ms": m.p50_duration_ms,
-        "p95_duration_ms": m.p95_duration_ms,
-    })
-}
 
 pub(crate) fn metrics_row(m: &JobMetrics) -> [String; 8] {
     let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"));
@@ -379,23 +241,6 @@ pub(crate) fn metrics_row(m: &JobMetrics) -> [String; 8] {
 pub(crate) const METRICS_HEADER: [&str; 8] = [
     "TYPE", "PENDING", "READY", "LEASED", "STALE", "OK 24H", "DEAD 24H", "P95 MS",
 ];
-
-pub(crate) fn prune_counts(counts: &PruneCounts) -> Value {
-    json!({
-        "jobs": {
-            "succeeded": counts.succeeded_jobs,
-            "dead_lettered": counts.dead_lettered_jobs,
-            "canceled": counts.canceled_jobs,
-            "total": counts.jobs(),
-        },
-        "workflow_runs": {
-            "succeeded": counts.succeeded_runs,
-            "completed_with_errors": counts.completed_with_errors_runs,
-            "canceled": counts.canceled_runs,
-            "total": counts.runs(),
-        },
-    })
-}
 
 pub(crate) fn prune_counts_text(counts: &PruneCounts) -> String {
     format!(

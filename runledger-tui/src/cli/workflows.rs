@@ -1,18 +1,46 @@
 //! `workflows list|show|cancel` and `gates complete|fail`.
 
-use runledger_engine::core::jobs::{StepKey, WorkflowStepStatus};
+use runledger_engine::core::jobs::{StepKey, WorkflowRunId, WorkflowStepStatus};
 use runledger_engine::postgres::Error;
 use runledger_engine::postgres::jobs::{
     CompleteExternalWorkflowStepInput, ExternalStepCompletion, WorkflowRunListFilter,
-    cancel_workflow_run, complete_external_workflow_step, get_workflow_run,
-    list_workflow_run_step_counts, list_workflow_runs, list_workflow_steps,
+    WorkflowRunRecord, WorkflowRunStepCounts, WorkflowStepRecord, cancel_workflow_run,
+    complete_external_workflow_step, get_workflow_run, list_workflow_run_step_counts,
+    list_workflow_runs, list_workflow_steps,
 };
-use serde_json::json;
+use serde::Serialize;
 use uuid::Uuid;
 
 use super::output::{self, RUN_HEADER, STEP_HEADER, table};
 use super::{Context, Failure};
-use crate::args::{GatesCommand, RunListArgs, WorkflowsCommand, run_id};
+use crate::args::{GatesCommand, RunListArgs, Status, WorkflowsCommand, run_id};
+
+/// A run as `workflows list` and `workflows show` print it: its fields, its step counts and,
+/// shown alone, its steps.
+#[derive(Serialize)]
+struct RunView<'a> {
+    #[serde(flatten)]
+    run: &'a WorkflowRunRecord,
+    steps: Option<&'a WorkflowRunStepCounts>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step_list: Option<&'a [WorkflowStepRecord]>,
+}
+
+/// One page of runs.
+#[derive(Serialize)]
+struct RunPage<'a> {
+    workflow_runs: Vec<RunView<'a>>,
+    next_cursor: Option<WorkflowRunId>,
+}
+
+/// What `gates complete|fail` did.
+#[derive(Serialize)]
+struct GateOutcome<'a> {
+    workflow_run_id: WorkflowRunId,
+    step_key: &'a str,
+    status: WorkflowStepStatus,
+    already_completed: bool,
+}
 
 pub(super) async fn run(context: &Context, command: &WorkflowsCommand) -> Result<(), Failure> {
     match command {
@@ -27,7 +55,7 @@ pub(super) async fn run(context: &Context, command: &WorkflowsCommand) -> Result
 
 async fn list(context: &Context, args: &RunListArgs) -> Result<(), Failure> {
     let filter = WorkflowRunListFilter {
-        status: args.status,
+        status: args.status.map(Status::into_inner),
         workflow_type_contains: args.workflow_type.clone(),
         organization_id: context.organization,
         after: args.after.map(run_id),
@@ -36,28 +64,32 @@ async fn list(context: &Context, args: &RunListArgs) -> Result<(), Failure> {
     let runs = list_workflow_runs(&context.pool, &filter).await?;
     let ids: Vec<_> = runs.iter().map(|run| run.id).collect();
     let counts = list_workflow_run_step_counts(&context.pool, &ids).await?;
-    let counts_of = |run: &runledger_engine::postgres::jobs::WorkflowRunRecord| {
-        counts.iter().find(|c| c.run_id == run.id)
-    };
+    let counts_of = |run: &WorkflowRunRecord| counts.iter().find(|c| c.run_id == run.id);
     let next_cursor = (runs.len() as i64 >= args.limit)
-        .then(|| runs.last().map(|run| run.id.to_string()))
+        .then(|| runs.last().map(|run| run.id))
         .flatten();
-    let value = json!({
-        "workflow_runs": runs.iter().map(|run| output::run(run, counts_of(run))).collect::<Vec<_>>(),
-        "next_cursor": next_cursor,
-    });
-    context.out.print(&value, || {
+    let page = RunPage {
+        workflow_runs: runs
+            .iter()
+            .map(|run| RunView {
+                run,
+                steps: counts_of(run),
+                step_list: None,
+            })
+            .collect(),
+        next_cursor,
+    };
+    context.out.print(&page, || {
         let rows: Vec<_> = runs
             .iter()
             .map(|run| output::run_row(run, counts_of(run)))
             .collect();
         let mut text = table(RUN_HEADER, &rows);
-        if let Some(cursor) = &next_cursor {
+        if let Some(cursor) = next_cursor {
             text.push_str(&format!("\nmore: --after {cursor}"));
         }
         text
-    });
-    Ok(())
+    })
 }
 
 async fn show(context: &Context, id: Uuid) -> Result<(), Failure> {
@@ -66,9 +98,12 @@ async fn show(context: &Context, id: Uuid) -> Result<(), Failure> {
         .ok_or(Error::WorkflowRunNotFound { run_id: run_id(id) })?;
     let steps = list_workflow_steps(&context.pool, run_id(id), context.scope()).await?;
     let counts = list_workflow_run_step_counts(&context.pool, &[run.id]).await?;
-    let mut value = output::run(&run, counts.first());
-    value["step_list"] = steps.iter().map(output::step).collect();
-    context.out.print(&value, || {
+    let view = RunView {
+        run: &run,
+        steps: counts.first(),
+        step_list: Some(&steps),
+    };
+    context.out.print(&view, || {
         let rows: Vec<_> = steps.iter().map(output::step_row).collect();
         format!(
             "{}  {}  {}\n{}",
@@ -77,8 +112,7 @@ async fn show(context: &Context, id: Uuid) -> Result<(), Failure> {
             run.status,
             table(STEP_HEADER, &rows)
         )
-    });
-    Ok(())
+    })
 }
 
 pub(super) async fn gates(context: &Context, command: &GatesCommand) -> Result<(), Failure> {
@@ -123,15 +157,14 @@ pub(super) async fn gates(context: &Context, command: &GatesCommand) -> Result<(
     };
     let completion = complete_external_workflow_step(&context.pool, &input).await?;
     let already = completion == ExternalStepCompletion::AlreadyCompleted;
-    let value = json!({
-        "workflow_run_id": record.id.to_string(),
-        "step_key": step,
-        "status": status.as_str(),
-        "already_completed": already,
-    });
-    context.out.print(&value, || {
+    let outcome = GateOutcome {
+        workflow_run_id: record.id,
+        step_key: step,
+        status,
+        already_completed: already,
+    };
+    context.out.print(&outcome, || {
         let outcome = if already { "was already" } else { "is now" };
         format!("gate {step} of run {} {outcome} {status}", record.id)
-    });
-    Ok(())
+    })
 }

@@ -260,6 +260,8 @@ fn summary(detail: &JobDetailData) -> Vec<Line<'static>> {
             Span::styled(job.status.to_string(), job_status_style(job.status)),
         ]),
         field("id", job.id.to_string()),
+        field("queue", job.queue.clone()),
+        field("resource key", or_dash(job.resource_key.as_deref())),
         field("organization", or_dash(job.organization_id)),
         field(
             "attempts",

@@ -183,6 +183,7 @@ impl Screen for Queue {
         let mut header = vec![
             "ID",
             "TYPE",
+            "QUEUE",
             "STATUS",
             "TRIES",
             "CREATED",
@@ -190,7 +191,7 @@ impl Screen for Queue {
             "ERROR",
         ];
         if wide {
-            header.extend(["ORG", "WORKER", "RUN"]);
+            header.extend(["ORG", "WORKER", "RUN", "RESOURCE"]);
         }
         let rows = data.jobs.iter().map(|job| {
             let when = match job.finished_at {
@@ -200,6 +201,7 @@ impl Screen for Queue {
             let mut cells = vec![
                 job.id.to_string(),
                 job.job_type.clone(),
+                job.queue.clone(),
                 job.status.to_string(),
                 format!("{}/{}", job.attempts_used, job.max_attempts),
                 format_time(job.created_at),
@@ -218,12 +220,14 @@ impl Screen for Queue {
                         .map(|r| r.to_string())
                         .unwrap_or_default(),
                 );
+                cells.push(job.resource_key.clone().unwrap_or_default());
             }
             Row::new(cells).style(job_status_style(job.status))
         });
         let mut widths = vec![
             Constraint::Length(36),
             Constraint::Min(14),
+            Constraint::Min(8),
             Constraint::Length(13),
             Constraint::Length(5),
             Constraint::Length(14),
@@ -235,6 +239,7 @@ impl Screen for Queue {
                 Constraint::Length(36),
                 Constraint::Length(12),
                 Constraint::Length(36),
+                Constraint::Min(10),
             ]);
         }
         let table = Table::new(rows, widths);

@@ -136,6 +136,8 @@ pub(crate) fn queue_data() -> QueueData {
     let mut failed = job(2, "emails.send", JobStatus::DeadLettered);
     failed.last_error_code = Some("smtp.rejected".to_owned());
     failed.workflow_run_id = Some(WorkflowRunId(uuid::Uuid::from_u128(77)));
+    failed.queue = "emails".to_owned();
+    failed.resource_key = Some("account:42".to_owned());
     QueueData {
         jobs: vec![job(3, "reports.render", JobStatus::Pending), failed],
         next_cursor: Some(JobId(uuid::Uuid::from_u128(2))),
@@ -196,6 +198,8 @@ pub(crate) fn job_detail() -> JobDetailData {
     job.progress =
         Some(json!({"stage": "render", "completed": 3, "total": 4, "message": "smtp next"}));
     job.last_error_code = Some("smtp.rejected".to_owned());
+    job.queue = "emails".to_owned();
+    job.resource_key = Some("account:42".to_owned());
     let line = |label: &str, text: &str| HistoryLine {
         at: at(),
         attempt: Some(1),
@@ -336,15 +340,20 @@ fn queue_lists_jobs_with_filters_and_capped_count() {
         .find(|l| l.contains("smtp.rejected"))
         .unwrap();
     assert!(
-        failed.contains("DEAD_LETTERED") && failed.contains("1/5"),
+        failed.contains("DEAD_LETTERED") && failed.contains("1/5") && failed.contains("emails"),
         "{failed}"
     );
+    assert!(screen.contains("QUEUE"), "{screen}");
     press(&mut app, KeyCode::Char('v'));
-    let wide = render(&app);
+    // The wide table is for wide terminals: its organization, worker and run columns alone
+    // take 84 of them.
+    let wide = render_sized(&app, 240, 30);
     assert!(
         wide.contains("WORKER") && wide.contains("00000000-0000-0000-0000-00000000004d"),
         "{wide}"
     );
+    let failed = wide.lines().find(|l| l.contains("smtp.rejected")).unwrap();
+    assert!(failed.contains("account:42"), "{failed}");
 }
 
 #[test]
@@ -384,6 +393,8 @@ fn job_detail_shows_each_pane() {
         "{summary}"
     );
     assert!(summary.contains("stage           QUEUED"), "{summary}");
+    assert!(summary.contains("queue           emails"), "{summary}");
+    assert!(summary.contains("resource key    account:42"), "{summary}");
 
     press(&mut app, KeyCode::Char(']'));
     let history = render(&app);

@@ -8,8 +8,8 @@ use runledger_engine::core::jobs::{
     StepKey, WorkflowRunEnqueueBuilder, WorkflowStepEnqueue, WorkflowType,
 };
 use runledger_engine::postgres::jobs::{
-    ClaimRequest, JobEnqueue, claim_jobs, complete_job_success, enqueue_job, enqueue_workflow_run,
-    job_schedule, upsert_job_schedule,
+    ClaimRequest, JobDefinitionUpsert, JobEnqueue, claim_jobs, complete_job_success, enqueue_job,
+    enqueue_workflow_run, job_schedule, upsert_job_definition, upsert_job_schedule,
 };
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -42,17 +42,39 @@ impl Ran {
     }
 }
 
-fn run(pool: &PgPool, args: &[&str]) -> Ran {
-    let output = Command::new(BINARY)
-        .args(args)
-        .env("DATABASE_URL", database_url(pool))
-        .output()
-        .unwrap();
+/// Runs the binary with `DATABASE_URL` naming `database`, or unset.
+fn execute(args: &[&str], database: Option<String>) -> Ran {
+    let mut command = Command::new(BINARY);
+    command.args(args);
+    match database {
+        Some(url) => command.env("DATABASE_URL", url),
+        None => command.env_remove("DATABASE_URL"),
+    };
+    let output = command.output().unwrap();
     Ran {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
+}
+
+/// Runs the binary against the test's database.
+fn run(pool: &PgPool, args: &[&str]) -> Ran {
+    execute(args, Some(database_url(pool)))
+}
+
+/// Runs the binary without a database.
+fn offline(args: &[&str]) -> Ran {
+    execute(args, None)
+}
+
+/// The element of a JSON array whose `key` is `value`.
+fn find<'a>(list: &'a Value, key: &str, value: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|element| element[key] == value)
+        .unwrap_or_else(|| panic!("no {key} = {value} in {list}"))
 }
 
 /// Runs with `--json` and expects success.
@@ -103,6 +125,55 @@ async fn jobs_list_and_show_print_json_that_reads_back(pool: PgPool) {
         text.stdout.starts_with("ID") && text.stdout.contains("emails.send"),
         "{}",
         text.stdout
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_job_shows_its_queue_and_resource_key_in_every_output(pool: PgPool) {
+    let mut definition = JobDefinitionUpsert::new("emails.digest");
+    definition.queue = "emails".into();
+    upsert_job_definition(&pool, &definition).await.unwrap();
+    let payload = json!({});
+    let job = enqueue_job(
+        &pool,
+        &JobEnqueue::new("emails.digest", &payload).resource_key("account:42"),
+    )
+    .await
+    .unwrap()
+    .id
+    .to_string();
+
+    let listed = ok(&pool, &["jobs", "list"]);
+    assert_eq!(listed["jobs"][0]["queue"], "emails");
+    assert_eq!(listed["jobs"][0]["resource_key"], "account:42");
+    let shown = ok(&pool, &["jobs", "show", &job]);
+    assert_eq!(shown["id"], job.as_str());
+    assert_eq!(shown["queue"], "emails");
+    assert_eq!(shown["resource_key"], "account:42");
+    assert_eq!(shown["stage"], "QUEUED");
+    assert_eq!(shown["attempts"], json!([]));
+    let canceled = ok(&pool, &["jobs", "cancel", &job]);
+    assert_eq!(canceled["queue"], "emails");
+    assert_eq!(canceled["resource_key"], "account:42");
+
+    let table = run(&pool, &["jobs", "list"]);
+    let header = table.stdout.lines().next().unwrap();
+    assert!(
+        header.contains("QUEUE") && header.contains("RESOURCE"),
+        "{}",
+        table.stdout
+    );
+    let row = table.stdout.lines().nth(1).unwrap();
+    assert!(
+        row.contains("emails") && row.contains("account:42"),
+        "{row}"
+    );
+    let detail = run(&pool, &["jobs", "show", &job]);
+    assert!(
+        detail.stdout.contains("queue         emails")
+            && detail.stdout.contains("resource key  account:42"),
+        "{}",
+        detail.stdout
     );
 }
 
@@ -163,6 +234,13 @@ async fn workflows_list_show_and_cancel(pool: PgPool) {
         .collect();
     assert_eq!(keys.len(), 2);
     assert!(keys.contains(&"crawl") && keys.contains(&"score"));
+    let score = find(&shown["step_list"], "step_key", "score");
+    assert_eq!(score["kind"], "JOB");
+    assert_eq!(
+        score["dependencies"],
+        json!([{"step_key": "crawl", "condition": "SUCCESS"}])
+    );
+    assert_eq!(shown["steps"]["total"], 2);
 
     let canceled = ok(&pool, &["workflows", "cancel", &run]);
     assert_eq!(canceled["status"], "CANCELED");
@@ -320,7 +398,7 @@ async fn prune_counts_with_dry_run_then_deletes(pool: PgPool) {
         args.extend_from_slice(&retain);
         let due = ok(&pool, &args);
         assert_eq!(due["dry_run"], true);
-        if due["jobs"]["succeeded"] == 1 {
+        if due["succeeded_jobs"] == 1 {
             break;
         }
         assert!(Instant::now() < deadline, "never prunable: {due}");
@@ -329,8 +407,10 @@ async fn prune_counts_with_dry_run_then_deletes(pool: PgPool) {
     let mut args = vec!["prune"];
     args.extend_from_slice(&retain);
     let pruned = ok(&pool, &args);
-    assert_eq!(pruned["jobs"]["succeeded"], 1);
-    assert_eq!(pruned["jobs"]["total"], 1);
+    assert_eq!(pruned["dry_run"], false);
+    assert_eq!(pruned["succeeded_jobs"], 1);
+    assert_eq!(pruned["dead_lettered_jobs"], 0);
+    assert!(pruned["batches"].as_u64().unwrap() >= 1, "{pruned}");
     assert_eq!(
         refused(&pool, &["jobs", "show", &done.to_string()]),
         "job.not_found"
@@ -348,12 +428,7 @@ async fn migrate_check_schema_and_stats(pool: PgPool) {
 
     seed(&pool).await;
     let stats = ok(&pool, &["stats"]);
-    let emails = stats["job_types"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["job_type"] == "emails.send")
-        .unwrap();
+    let emails = find(&stats["job_types"], "job_type", "emails.send");
     assert_eq!(emails["pending"], 1);
     assert_eq!(stats["workflow_runs"]["running"], 1);
 }
@@ -381,31 +456,106 @@ fn every_subcommand_has_help() {
         &["schedules", "list"],
         &["schedules", "pause"],
         &["schedules", "resume"],
+        &["queues"],
+        &["queues", "list"],
+        &["queues", "pause"],
+        &["queues", "resume"],
+        &["queues", "limit"],
         &["prune"],
         &["stats"],
+        &["completions"],
     ] {
-        let output = Command::new(BINARY)
-            .args(path)
-            .arg("--help")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert_eq!(output.status.code(), Some(0), "{path:?}");
+        let mut args = path.to_vec();
+        args.push("--help");
+        let help = offline(&args);
+        assert_eq!(help.code, 0, "{path:?}: {}", help.stderr);
         assert!(
-            stdout.contains("Usage: runledger-tui"),
-            "{path:?}: {stdout}"
+            help.stdout.contains("Usage: runledger "),
+            "{path:?}: {}",
+            help.stdout
         );
     }
 }
 
 #[test]
 fn a_missing_database_url_is_a_usage_error() {
-    let output = Command::new(BINARY)
-        .args(["--json", "stats"])
-        .env_remove("DATABASE_URL")
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let error: Value = serde_json::from_slice(&output.stderr).unwrap();
-    assert_eq!(error["error"]["code"], "cli.usage");
+    let ran = offline(&["--json", "stats"]);
+    assert_eq!(ran.code, 2);
+    assert_eq!(ran.error_code(), "cli.usage");
+}
+
+#[test]
+fn status_flags_list_the_engines_statuses_in_help() {
+    let jobs = offline(&["jobs", "list", "--help"]);
+    assert_eq!(jobs.code, 0, "{}", jobs.stderr);
+    assert!(
+        jobs.stdout
+            .contains("[possible values: pending, leased, succeeded, dead_lettered, canceled]"),
+        "{}",
+        jobs.stdout
+    );
+    let runs = offline(&["workflows", "list", "--help"]);
+    assert!(
+        runs.stdout.contains(
+            "[possible values: running, waiting_for_external, succeeded, completed_with_errors, canceled]"
+        ),
+        "{}",
+        runs.stdout
+    );
+}
+
+#[test]
+fn a_bad_status_is_refused_with_the_possible_values() {
+    let refused = offline(&["jobs", "list", "--status", "done"]);
+    assert_eq!(refused.code, 2, "bad usage");
+    assert!(
+        refused
+            .stderr
+            .contains("invalid value 'done' for '--status <STATUS>'")
+            && refused
+                .stderr
+                .contains("[possible values: pending, leased, succeeded, dead_lettered, canceled]"),
+        "{}",
+        refused.stderr
+    );
+}
+
+#[test]
+fn completions_print_a_script_naming_the_subcommands() {
+    let bash = offline(&["completions", "bash"]);
+    assert_eq!(bash.code, 0, "{}", bash.stderr);
+    for word in [
+        "_runledger()",
+        "jobs",
+        "workflows",
+        "gates",
+        "queues",
+        "completions",
+    ] {
+        assert!(
+            bash.stdout.contains(word),
+            "{word} missing:\n{}",
+            bash.stdout
+        );
+    }
+    assert!(
+        bash.stdout
+            .contains("pending leased succeeded dead_lettered canceled"),
+        "statuses complete too:\n{}",
+        bash.stdout
+    );
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let script = offline(&["completions", shell]);
+        assert_eq!(script.code, 0, "{shell}: {}", script.stderr);
+        assert!(
+            script.stdout.contains("workflows"),
+            "{shell}: {}",
+            script.stdout
+        );
+    }
+    assert_eq!(
+        offline(&["completions", "tcsh"]).code,
+        2,
+        "an unknown shell is bad usage"
+    );
 }

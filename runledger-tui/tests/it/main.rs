@@ -1,4 +1,4 @@
-//! Tests of the real `runledger-tui` binary against seeded databases: the dashboard on a
+//! Tests of the real `runledger` binary against seeded databases: the dashboard on a
 //! pseudo-terminal (switching screens and reading the rendered text, quitting on signals and
 //! hang-ups), and the admin subcommands (exit statuses, `--json` read back).
 
@@ -17,7 +17,7 @@ use serde_json::json;
 use sqlx::PgPool;
 
 /// The binary under test.
-pub const BINARY: &str = env!("CARGO_BIN_EXE_runledger-tui");
+pub const BINARY: &str = env!("CARGO_BIN_EXE_runledger");
 
 /// The URL of the test's own database (same server as `DATABASE_URL`).
 pub fn database_url(pool: &PgPool) -> String {

@@ -12,9 +12,7 @@ use crate::engine::postgres::jobs::{
     IntentPromotion, promote_job_enqueue_intents, run_waiting_jobs_now,
 };
 use crate::engine::runtime::observer::JobLifecycleObservers;
-use crate::engine::runtime::worker::{
-    PassOutcome, PassedJob, Worker as EngineWorker, WorkerConfig,
-};
+use crate::engine::runtime::worker::{PassOutcome, PassedJob, WorkerConfig, WorkerLoop};
 use crate::engine::runtime::{JobFailureDisposition, config::JobsConfig};
 use crate::{Error, Job, SchemaMode, Worker};
 
@@ -304,7 +302,7 @@ pub async fn drain_worker(
         max_global_concurrency: 100,
         ..JobsConfig::default()
     };
-    let worker = EngineWorker::new(
+    let worker = WorkerLoop::new(
         pool.clone(),
         Arc::new(registry),
         WorkerConfig::from_jobs_config(&config),

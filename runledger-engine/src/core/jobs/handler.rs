@@ -257,6 +257,15 @@ impl std::fmt::Debug for WorkflowAppender {
     }
 }
 
+/// What a claimed job's context reaches besides its payload: the [`JobProgressWriter`] of its
+/// lease and, for a workflow step, the [`StepOutputReader`] of its prerequisites and the
+/// [`WorkflowStepAppender`] of its run. The runtime attaches them before the handler starts; the
+/// store implements them (`postgres::jobs::PgJobServices`).
+pub(crate) trait JobServices: Send + Sync + 'static {
+    /// Sets the sinks of `context`, built for a claimed job (its id, lease, run and step).
+    fn attach(&self, context: &mut JobContext);
+}
+
 /// Why a call on the [`JobContext`] (progress, append) failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]

@@ -13,6 +13,7 @@ mod workflow;
 
 pub use definition::JobDefaults;
 pub(crate) use fresh_ids::{fresh_uuid, fresh_uuids};
+pub(crate) use handler::JobServices;
 pub use handler::{
     JobCompletion, JobContext, JobContextError, JobContinuation, JobFailure, JobHandler,
     JobProgressSink, JobProgressUpdate, JobProgressWriter, StepOutputError, StepOutputReader,

@@ -7,7 +7,7 @@ use uuid::Uuid;
 use crate::postgres::error::Result;
 
 /// One minute of queue activity.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobActivityMinute {
     /// The minute's start.

@@ -20,7 +20,7 @@ pub const DEFAULT_QUEUE: &str = "default";
 pub const MAX_RETRY_DELAY_MS: i64 = 365 * 24 * 3_600_000;
 
 /// A stored job definition.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobDefinition {
     /// The job type.

@@ -15,11 +15,13 @@ use super::scope::TenantScope;
 /// Most log lines [`get_job_detail`] returns (the newest ones).
 pub const JOB_DETAIL_LOG_LINES: i64 = 500;
 
-/// A job with its history: attempts, events, dead letters and the newest log lines.
-#[derive(Debug, Clone, PartialEq)]
+/// A job with its history: attempts, events, dead letters and the newest log lines. Serialized,
+/// the job's fields sit beside `attempts`, `events`, `dead_letters` and `logs`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobDetail {
     /// The job row.
+    #[serde(flatten)]
     pub job: JobRecord,
     /// Finished attempts, in order.
     pub attempts: Vec<JobAttempt>,

@@ -170,7 +170,7 @@ where
 }
 
 /// One enqueue intent as stored.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobIntentRecord {
     /// The intent's id.
@@ -625,7 +625,7 @@ fn millis(duration: Duration) -> i64 {
 }
 
 /// Intent figures for one job type: the pending backlog and the last 24 hours.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobIntentMetrics {
     /// The job type (one row per type with intents, defined or not).

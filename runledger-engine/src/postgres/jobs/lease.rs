@@ -490,7 +490,7 @@ pub async fn mark_job_running<'e>(
 /// Records in one statement that the handlers of these leases of `worker_id` started (each
 /// job's `started_at`, kept if already set; stage `RUNNING`). Returns the jobs whose lease
 /// still held; the runtime calls it for handlers that have run a while, and
-/// `Worker::run_once` for its whole batch before the handlers start.
+/// `WorkerLoop::run_once` for its whole batch before the handlers start.
 pub async fn mark_jobs_running<'e>(
     executor: impl PgExecutor<'e>,
     worker_id: &str,

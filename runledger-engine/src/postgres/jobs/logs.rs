@@ -75,7 +75,7 @@ pub async fn append_job_logs<'e>(
 }
 
 /// One stored log line.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobLogRecord {
     /// Sequence number (increasing).

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::postgres::error::Result;
 
 /// Queue figures for one job type: the live backlog and the last 24 hours.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobMetrics {
     /// The job type (one row per job definition).
@@ -80,7 +80,7 @@ pub async fn get_job_metrics<'e>(
 
 /// Unfinished jobs of one type, by state: what [`get_queue_depths`] and [`sample_queue_depths`]
 /// return.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct QueueDepth {
     /// The job type.

@@ -4,15 +4,18 @@
 
 mod activity;
 mod admin;
+mod claim_connection;
 mod continuation;
 mod definitions;
 mod detail;
 mod enqueue;
+mod handler_access;
 mod handles;
 mod intents;
 pub(crate) mod lease;
 mod logs;
 mod metrics;
+mod notifications;
 mod payload_edit;
 mod queues;
 mod reads;
@@ -28,6 +31,7 @@ pub use admin::{
     JobRequeueExpectation, JobRequeueOutcome, ReapedLease, cancel_job, reap_expired_leases,
     requeue_job, requeue_job_if, run_waiting_jobs_now,
 };
+pub(crate) use claim_connection::ClaimConnection;
 pub use continuation::{
     JobContinuationOutcome, JobContinued, MAX_CONTINUATION_DELAY, continue_jobs,
 };
@@ -38,6 +42,7 @@ pub use definitions::{
     upsert_job_definition,
 };
 pub use enqueue::{EnqueuedJob, JobEnqueue, enqueue_job, enqueue_jobs};
+pub(crate) use handler_access::{PgJobServices, store_job_logs};
 pub use intents::{
     IntentPromotion, IntentPromotionPass, JOB_INTENT_CHANNEL, JobIntentListFilter,
     JobIntentMetrics, JobIntentRecord, RecordedJobIntent, get_job_enqueue_intent,
@@ -50,6 +55,7 @@ pub use lease::{
     complete_jobs_success, heartbeat_job, heartbeat_jobs, mark_job_running, mark_jobs_running,
     update_job_progress,
 };
+pub(crate) use notifications::Notifications;
 pub use reads::{
     DeadLetterListFilter, JobAttempt, JobDeadLetter, JobEvent, JobListFilter, JobPage, JobRecord,
     MAX_PAGE_SIZE, count_jobs, get_job_by_id, list_dead_letters, list_job_attempts,

@@ -10,7 +10,7 @@ use crate::postgres::error::{Error, Result};
 use crate::postgres::jobs::definitions::check_queue_name;
 
 /// The stored settings of one queue.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct QueueSettings {
     /// The queue's name.

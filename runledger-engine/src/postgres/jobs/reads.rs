@@ -16,13 +16,17 @@ use crate::postgres::jobs::scope::TenantScope;
 pub const MAX_PAGE_SIZE: i64 = 1_000;
 
 /// One job as stored.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobRecord {
     /// The job's id.
     pub id: JobId,
     /// Its type.
     pub job_type: String,
+    /// The queue it is claimed from.
+    pub queue: String,
+    /// The resource it holds while leased: at most one job per key is leased at a time.
+    pub resource_key: Option<String>,
     /// Its organization.
     pub organization_id: Option<Uuid>,
     /// Current status.
@@ -105,7 +109,8 @@ pub async fn get_job_by_id<'e>(
     let row = sqlx::query_as!(
         JobRecord,
         r#"
-        SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
+        SELECT id AS "id: JobId", job_type, queue, resource_key, organization_id,
+               status AS "status: JobStatus",
                runledger.job_stage(status, attempt, attempt_floor, started_at) AS "stage!: JobStage",
                runledger.readable_json(payload, 'job.payload_too_deep') AS "payload!",
                priority, attempt, attempt - attempt_floor AS "attempts_used!",
@@ -236,7 +241,7 @@ impl JobListFilter {
 }
 
 /// One page of jobs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobPage {
     /// The jobs, newest first.
@@ -279,7 +284,8 @@ pub async fn list_jobs<'e>(
     let mut jobs = sqlx::query_as!(
         JobRecord,
         r#"
-        SELECT id AS "id: JobId", job_type, organization_id, status AS "status: JobStatus",
+        SELECT id AS "id: JobId", job_type, queue, resource_key, organization_id,
+               status AS "status: JobStatus",
                runledger.job_stage(status, attempt, attempt_floor, started_at) AS "stage!: JobStage",
                runledger.readable_json(payload, 'job.payload_too_deep') AS "payload!",
                priority, attempt, attempt - attempt_floor AS "attempts_used!",
@@ -384,7 +390,7 @@ pub async fn count_jobs<'e>(
 }
 
 /// One finished attempt of a job (the attempt in progress is described by the job row).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobAttempt {
     /// The job.
@@ -443,7 +449,7 @@ pub async fn list_job_attempts<'e>(
 }
 
 /// One row of a job's event history.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobEvent {
     /// Sequence number (increasing).
@@ -492,7 +498,7 @@ pub async fn list_job_events<'e>(
 }
 
 /// A dead-lettered attempt, keeping the payload as it was.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobDeadLetter {
     /// Sequence number (increasing).

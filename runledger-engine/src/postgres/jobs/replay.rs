@@ -222,7 +222,7 @@ where
 }
 
 /// One replay as recorded: which job was run again as which, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobReplayRecord {
     /// The job that was replayed.

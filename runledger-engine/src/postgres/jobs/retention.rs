@@ -7,7 +7,7 @@ use crate::core::jobs::Retention;
 use crate::postgres::error::Result;
 
 /// What a prune deleted, or a dry run would delete, by how the work ended.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct PruneCounts {
     /// Succeeded direct jobs.

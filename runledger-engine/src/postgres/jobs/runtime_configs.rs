@@ -10,7 +10,7 @@ use crate::postgres::error::{Error, Result};
 use crate::postgres::input::check_json_field;
 
 /// The stored runtime configuration of one job type.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobRuntimeConfig {
     /// The job type.

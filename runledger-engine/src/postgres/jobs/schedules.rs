@@ -13,7 +13,7 @@ use crate::postgres::input::{check_json_field, check_text_field, check_timestamp
 use crate::postgres::jobs::enqueue::{JobEnqueue, enqueue_on};
 
 /// A stored schedule.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct JobSchedule {
     /// The schedule's id.

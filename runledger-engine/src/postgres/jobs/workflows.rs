@@ -688,7 +688,7 @@ pub async fn complete_external_workflow_step<'e>(
 }
 
 /// One workflow run as stored.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct WorkflowRunRecord {
     /// The run's id.
@@ -743,7 +743,7 @@ pub async fn get_workflow_run<'e>(
 }
 
 /// One step of a run, with its prerequisites.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct WorkflowStepRecord {
     /// The step's id.
@@ -765,9 +765,26 @@ pub struct WorkflowStepRecord {
     /// Last error code.
     pub last_error_code: Option<String>,
     /// Prerequisite step keys with their condition (`SUCCESS` or `TERMINAL`).
+    #[serde(serialize_with = "serialize_dependencies")]
     pub dependencies: Vec<(String, String)>,
     /// When it became terminal.
     pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// Writes prerequisites as `{"step_key", "condition"}` objects, which read better than pairs.
+fn serialize_dependencies<S: serde::Serializer>(
+    dependencies: &[(String, String)],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(serde::Serialize)]
+    struct Dependency<'a> {
+        step_key: &'a str,
+        condition: &'a str,
+    }
+    serializer.collect_seq(dependencies.iter().map(|(step_key, condition)| Dependency {
+        step_key,
+        condition,
+    }))
 }
 
 /// Lists a run's steps (in creation order) with their prerequisites; empty when the run is
@@ -956,7 +973,7 @@ pub async fn count_workflow_runs<'e>(
 }
 
 /// How far one run has come: its steps counted by status group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct WorkflowRunStepCounts {
     /// The run.

@@ -1,20 +1,20 @@
-//! LISTEN wake-ups: a notification for one of the worker's job types wakes one claim loop of
-//! each lane at once; a notification for a gated job (under a global limit or holding a
-//! resource key) wakes each lane's loop for such jobs instead. Polling remains the correctness
-//! path.
+//! The listener: LISTEN wake-ups for the producers. A notification for one of the worker's job
+//! types wakes one claim loop of each lane at once; a notification for a gated job (under a
+//! global limit or holding a resource key) wakes each lane's loop for such jobs instead.
+//! Polling remains the correctness path.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use sqlx::PgPool;
-use sqlx::postgres::PgListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::Backoff;
-use crate::postgres::jobs::{GATED_JOB_CHANNEL, JOB_QUEUE_CHANNEL};
+use crate::postgres::jobs::{GATED_JOB_CHANNEL, JOB_QUEUE_CHANNEL, Notifications};
 
 /// What the listener wakes: per lane, one of its plain claim loops and its loop for gated jobs.
+#[derive(Default)]
 pub(super) struct Wakers {
     pub(super) plain: Vec<Arc<Notify>>,
     pub(super) gated: Vec<Arc<Notify>>,
@@ -42,18 +42,11 @@ pub(super) async fn listen(
     let job_types: HashSet<String> = job_types.into_iter().collect();
     let mut backoff = Backoff::default();
     loop {
-        let connected = async {
-            let mut listener = PgListener::connect_with(&pool).await?;
-            listener
-                .listen_all([JOB_QUEUE_CHANNEL, GATED_JOB_CHANNEL])
-                .await?;
-            Ok::<_, sqlx::Error>(listener)
-        };
-        let mut listener = tokio::select! {
-            result = connected => match result {
-                Ok(listener) => listener,
+        let mut notifications = tokio::select! {
+            result = Notifications::listen(&pool, &[JOB_QUEUE_CHANNEL, GATED_JOB_CHANNEL]) => match result {
+                Ok(notifications) => notifications,
                 Err(err) => {
-                    tracing::warn!(error = %err, "LISTEN connection failed; relying on polling meanwhile");
+                    tracing::warn!(error = %err.internal_message(), "LISTEN connection failed; relying on polling meanwhile");
                     tokio::select! {
                         () = tokio::time::sleep(backoff.next_delay()) => continue,
                         () = stop.cancelled() => return,
@@ -66,7 +59,7 @@ pub(super) async fn listen(
         wake.all();
         loop {
             tokio::select! {
-                received = listener.try_recv() => match received {
+                received = notifications.next() => match received {
                     Ok(Some(notification)) => {
                         if job_types.contains(notification.payload()) {
                             if notification.channel() == GATED_JOB_CHANNEL {
@@ -79,7 +72,7 @@ pub(super) async fn listen(
                     // Connection lost: the next call reconnects; catch up on what was missed.
                     Ok(None) => wake.all(),
                     Err(err) => {
-                        tracing::warn!(error = %err, "LISTEN connection broke; reconnecting");
+                        tracing::warn!(error = %err.internal_message(), "LISTEN connection broke; reconnecting");
                         break;
                     }
                 },

@@ -39,8 +39,9 @@ pub struct WorkflowStepDependency<'a> {
     pub condition: WorkflowDependencyCondition,
 }
 
-/// What a step does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a step does (serialized as stored: `JOB`, `EXTERNAL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum WorkflowStepKind {
     /// Runs a job of `job_type` with `payload`.
     Job,

@@ -1,5 +1,6 @@
 //! The worker's log buffer: handlers push lines through their `JobContext` without waiting,
-//! and one task per worker stores them in batches.
+//! and one task per worker hands them to the store in batches
+//! (`postgres::jobs::store_job_logs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -10,18 +11,16 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::jobs::{JobLogLine, JobLogWriter};
-use crate::postgres::ErrorCategory;
-use crate::postgres::jobs::append_job_logs;
+use crate::postgres::jobs::store_job_logs;
 
 /// Most lines held in memory; lines written while the buffer is full are dropped and counted.
-pub(crate) const LOG_BUFFER_CAPACITY: usize = 20_000;
-/// Most lines stored per statement.
-const LOG_BATCH: usize = 1_000;
+const LOG_BUFFER_CAPACITY: usize = 20_000;
 /// How long the flusher lets lines gather after the first one arrives.
 const LOG_GATHER: Duration = Duration::from_millis(50);
 
+/// Lines handlers wrote that are not stored yet.
 #[derive(Default)]
-pub(crate) struct LogBuffer {
+pub(super) struct LogBuffer {
     lines: Mutex<Vec<JobLogLine>>,
     dropped: AtomicU64,
     ready: Notify,
@@ -44,39 +43,23 @@ impl JobLogWriter for LogBuffer {
 }
 
 impl LogBuffer {
+    /// Every buffered line, emptying the buffer; reports in tracing the lines dropped since the
+    /// last call because the buffer was full.
     fn take(&self) -> Vec<JobLogLine> {
-        std::mem::take(&mut *self.lines.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    /// Stores every buffered line. Logs are best effort: a batch the database cannot reach is
-    /// reported in tracing and dropped rather than retried forever. `append_job_logs` makes
-    /// every line storable, but should a batch still be refused for what it carries, its lines
-    /// are stored one by one so that only the refused line is lost.
-    pub(crate) async fn flush(&self, pool: &PgPool) {
         let dropped = self.dropped.swap(0, Ordering::Relaxed);
         if dropped > 0 {
             tracing::warn!(dropped, "job log buffer was full; log lines were dropped");
         }
-        let lines = self.take();
-        for batch in lines.chunks(LOG_BATCH) {
-            match append_job_logs(pool, batch).await {
-                Ok(_) => {}
-                Err(err) if err.category() == ErrorCategory::Validation => {
-                    for line in batch {
-                        if let Err(err) = append_job_logs(pool, std::slice::from_ref(line)).await {
-                            tracing::warn!(code = err.code(), error = %err.internal_message(), job.id = %line.job_id, "a job log line was refused; dropped");
-                        }
-                    }
-                }
-                Err(err) => {
-                    tracing::warn!(code = err.code(), error = %err.internal_message(), lines = batch.len(), "storing job log lines failed; dropped");
-                }
-            }
-        }
+        std::mem::take(&mut *self.lines.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Stores every buffered line (best effort: see `store_job_logs`).
+    pub(super) async fn flush(&self, pool: &PgPool) {
+        store_job_logs(pool, &self.take()).await;
     }
 
     /// Flushes whenever lines arrive, until `stop` fires; then flushes what is left.
-    pub(crate) async fn run(&self, pool: PgPool, stop: CancellationToken) {
+    pub(super) async fn run(&self, pool: PgPool, stop: CancellationToken) {
         loop {
             tokio::select! {
                 () = self.ready.notified() => {}
@@ -89,5 +72,25 @@ impl LogBuffer {
             self.flush(&pool).await;
         }
         self.flush(&pool).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::jobs::{JobId, JobLogLevel};
+
+    #[test]
+    fn a_full_buffer_drops_new_lines_and_keeps_the_first_ones() {
+        let buffer = LogBuffer::default();
+        let job = JobId::new_v7();
+        for n in 0..=LOG_BUFFER_CAPACITY {
+            buffer.write(JobLogLine::new(job, 1, JobLogLevel::Info, n.to_string()));
+        }
+        let lines = buffer.take();
+        assert_eq!(lines.len(), LOG_BUFFER_CAPACITY);
+        assert_eq!(lines[0].message, "0");
+        assert_eq!(buffer.dropped.load(Ordering::Relaxed), 0);
+        assert!(buffer.take().is_empty());
     }
 }

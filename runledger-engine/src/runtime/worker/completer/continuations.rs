@@ -1,5 +1,5 @@
-//! Persisting continuations: attempts whose handler asked to run the job again. A batch is one
-//! lease-fenced statement (`continue_jobs`), kept apart from ordinary successes so that their
+//! The completer's continuations: attempts whose handler asked to run the job again. A batch is
+//! one lease-fenced statement (`continue_jobs`), kept apart from ordinary successes so that their
 //! statement stays as it was.
 
 use std::collections::HashMap;
@@ -7,15 +7,16 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use super::completer::is_transient;
-use super::{Backoff, Finished, Inner, PassOutcome, PassedJob};
+use super::{Completer, OutcomeStore};
 use crate::core::jobs::{JobFailure, JobId};
-use crate::postgres::jobs::{JobContinuationOutcome, JobContinued, continue_jobs};
+use crate::postgres::jobs::{JobContinuationOutcome, JobContinued};
 use crate::runtime::observer::{
     JobCompletionPersistenceOperation, JobContinuedEvent, LifecycleEvent,
 };
+use crate::runtime::worker::outcome::Finished;
+use crate::runtime::worker::{Backoff, PassOutcome, PassedJob};
 
-impl Inner {
+impl<S: OutcomeStore> Completer<S> {
     /// Commits a batch of continuations in one statement (retried while the database is
     /// unreachable and the leases may hold). A workflow step that did not opt in fails with
     /// `workflow.continuation_not_allowed`.
@@ -39,12 +40,12 @@ impl Inner {
                 ))
             })
             .collect();
-        let give_up_at = Instant::now() + self.config.lease_ttl;
+        let give_up_at = Instant::now() + self.lease_ttl;
         let mut backoff = Backoff::default();
         let written = loop {
-            match continue_jobs(&self.pool, &self.config.worker_id, &rows).await {
+            match self.store.continue_jobs(&self.worker_id, &rows).await {
                 Err(err)
-                    if is_transient(&err)
+                    if err.is_transient()
                         && !hard_stop.is_cancelled()
                         && Instant::now() < give_up_at =>
                 {
@@ -100,7 +101,7 @@ impl Inner {
         run_number: i32,
         next_run_at: chrono::DateTime<chrono::Utc>,
     ) -> PassedJob {
-        self.untrack(done.job.job_id);
+        self.leases.release(done.job.job_id);
         self.observers.emit(|| {
             LifecycleEvent::Continued(JobContinuedEvent {
                 job: done.job.clone(),
