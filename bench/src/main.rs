@@ -4,7 +4,8 @@
 //! claim-and-complete loop can do on the same table, 4 connections claiming 100 jobs at a time,
 //! as the shared peer harness's `raw`) and Runledger's own figures as ratios to it, first at the
 //! settings users get (`JobsConfig::default()`), then at the tuned settings named in the
-//! output: burn-down of no-op jobs, batch and single enqueue (batch beside a raw `INSERT ...
+//! output: burn-down of no-op jobs (a `#[job]` drained by `runledger::Worker`, as user code
+//! drains it), batch and single enqueue (batch beside a raw `INSERT ...
 //! SELECT FROM unnest` into a table with no more than the raw queue's columns), pickup latency
 //! on an idle worker, a 1 -> 1,000 -> 1 workflow against 1,002 plain jobs, burn-down by 1, 2 and
 //! 4 worker processes, and a worker process's peak memory while it drains 100,000 jobs.
@@ -16,6 +17,7 @@
 //! ```sh
 //! cargo run --release -p runledger-bench -- --jobs 20000
 //! cargo run --release -p runledger-bench -- --jobs 20000 --finished-jobs 1000000
+//! bash bench/compare-peers.sh   # beside graphile_worker (bench/peers/)
 //! ```
 //!
 //! `--finished-jobs N` adds burn-down and batch enqueue with N succeeded jobs kept in the
@@ -475,8 +477,16 @@ async fn drained(pool: &PgPool) -> Result<bool, BoxError> {
     Ok(!busy)
 }
 
-/// A Supervisor with `settings` on its own pool drains `jobs` no-op jobs (after `history`
-/// finished jobs were put in the tables).
+/// A `#[job]` with no work: what the burn-down drains through `runledger::Worker`, as user
+/// code would. Its payload, `{"n": ..}`, is the one `enqueue_batches` writes.
+#[runledger::job(name = "bench.noop")]
+async fn typed_noop(n: u64) -> Result<(), runledger::JobError> {
+    let _ = n;
+    Ok(())
+}
+
+/// A `runledger::Worker` with `settings` on its own pool drains `jobs` no-op jobs through the
+/// typed API (after `history` finished jobs were put in the tables).
 async fn burn_down(
     pool: &PgPool,
     meter: &CpuMeter,
@@ -489,19 +499,17 @@ async fn burn_down(
     fill(pool, jobs).await?;
     let config = settings.config("bench-worker", Duration::from_millis(100));
     let worker_pool = worker_pool(pool, &config).await?;
-    let mut registry = JobRegistry::new();
-    registry.register(Noop { started: None })?;
     let successes = Successes::default();
-    let (begun, cpu) = (Instant::now(), meter.sample());
-    let supervisor = Supervisor::builder(&worker_pool, config)?
-        .with_registry(registry)
-        .with_job_lifecycle_observer(successes.clone())
+    let worker = runledger::Worker::builder(&worker_pool)
+        .config(config)
+        .schema(runledger::SchemaMode::Skip)
+        .observer(successes.clone())
         .build()?;
+    let (begun, cpu) = (Instant::now(), meter.sample());
+    let running = worker.start().await?;
     successes.wait_for(jobs, || drained(pool)).await?;
     let rate = Rate::measured(jobs, begun.elapsed(), meter.sample().since(&cpu));
-    supervisor
-        .shutdown_with_timeout(Duration::from_secs(30))
-        .await?;
+    running.shutdown().await?;
     worker_pool.close().await;
     println!(
         "burn-down at {}: {:.0} jobs/s",
