@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates the sqlx offline query cache from the canonical migrations, then syncs the engine's
-# copies (scripts/sync-engine-assets.sh).
+# Regenerates the sqlx offline query cache from the migrations, then syncs the engine's copy of
+# it (scripts/sync-engine-assets.sh).
 #
-#   scripts/refresh-sqlx-cache.sh          rewrite .sqlx/ and the engine's copies
-#   scripts/refresh-sqlx-cache.sh --check  fail if .sqlx/ does not match the queries, or a copy drifted
+#   scripts/refresh-sqlx-cache.sh          rewrite .sqlx/ and the engine's copy
+#   scripts/refresh-sqlx-cache.sh --check  fail if .sqlx/ does not match the queries, or the copy drifted
 #
 # Needs psql, sqlx-cli 0.9 (`cargo install sqlx-cli --version '^0.9' --no-default-features
 # --features postgres,rustls,sqlx-toml`) and DATABASE_URL naming a server where a scratch

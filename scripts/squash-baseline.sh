@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Replaces every file of migrations/ by one baseline migration built from the SQL sources in
 # runledger-engine/sql/, concatenated in the order of their file names (which is their
-# dependency order), then syncs the engine's copy (scripts/sync-engine-assets.sh).
+# dependency order). (migrations/ is a link to runledger-engine/migrations/, the engine's own.)
 #
 #   scripts/squash-baseline.sh [VERSION]   VERSION defaults to the current UTC time, YYYYMMDDhhmmss
 #
@@ -35,4 +35,3 @@ rm -f migrations/*.sql
     done
 } > "$baseline"
 echo "wrote $baseline from ${#sources[@]} source files"
-scripts/sync-engine-assets.sh
