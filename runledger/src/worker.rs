@@ -78,8 +78,8 @@ impl Worker {
     /// `JOBS_SHUTDOWN_TIMEOUT_SECONDS` or [`WorkerBuilder::shutdown_deadline`] says otherwise.
     pub const DEFAULT_SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
 
-    /// A worker configured from the environment: `DATABASE_URL` (required), `JOBS_*` (see the
-    /// README), `JOBS_SHUTDOWN_TIMEOUT_SECONDS` (default 30) and
+    /// A worker configured from the environment: `DATABASE_URL` (required), `JOBS_*` (listed in
+    /// `docs/configuration.md`), `JOBS_SHUTDOWN_TIMEOUT_SECONDS` (default 30) and
     /// `JOBS_CONNECT_TIMEOUT_SECONDS` (default 5). The pool connects lazily, so this call does
     /// not touch the database; [`prepare`](Self::prepare) and [`start`](Self::start) do.
     pub fn from_env() -> Result<Self, Error> {
