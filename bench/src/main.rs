@@ -7,7 +7,8 @@
 //! output: burn-down of no-op jobs (a `#[job]` drained by `runledger::Worker`, as user code
 //! drains it), batch and single enqueue (batch beside a raw `INSERT ...
 //! SELECT FROM unnest` into a table with no more than the raw queue's columns), pickup latency
-//! on an idle worker, a 1 -> 1,000 -> 1 workflow against 1,002 plain jobs, burn-down by 1, 2 and
+//! on an idle worker, a 1 -> 1,000 -> 1 workflow against 1,002 plain jobs, typed `FanOut`s of
+//! 1,000 and 10,000 children against as many plain jobs, burn-down by 1, 2 and
 //! 4 worker processes, and a worker process's peak memory while it drains 100,000 jobs.
 //!
 //! Beside each wall-clock rate it prints the CPU time the measure cost (the benchmark's
@@ -28,6 +29,8 @@
 
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)]
+
+mod typed_fan_out;
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -92,8 +95,12 @@ struct Options {
     /// table, as retention keeps a day of history, against the empty table of the same run.
     #[arg(long, default_value_t = 0)]
     finished_jobs: usize,
+    /// Children of the typed fan-out measures (a `#[workflow]` with a `FanOut` step, against
+    /// the same number of plain jobs).
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    typed_fan_out: Vec<u32>,
     /// Run one measure alone (with its ceiling), for profiling: `burn-down` (the ceiling and
-    /// burn-down at the defaults), `workflow` or `pickup`.
+    /// burn-down at the defaults), `workflow`, `typed-fan-out` or `pickup`.
     #[arg(long, value_enum)]
     only: Option<Only>,
     /// Run as a worker process of the scale-out and memory measures (internal).
@@ -106,6 +113,7 @@ struct Options {
 enum Only {
     BurnDown,
     Workflow,
+    TypedFanOut,
     Pickup,
     ScaleOut,
 }
@@ -129,6 +137,15 @@ async fn run_only(
                 "workflow: {:.2} x the plain jobs (medians of {FAN_OUT_ROUNDS} rounds)",
                 fan_out.as_secs_f64() / plain.as_secs_f64()
             );
+        }
+        Only::TypedFanOut => {
+            for &children in &options.typed_fan_out {
+                let (fan_out, plain) = typed_fan_out::typed_fan_out(pool, children).await?;
+                println!(
+                    "typed fan-out of {children}: {:.2} x the plain jobs (medians)",
+                    fan_out.as_secs_f64() / plain.as_secs_f64()
+                );
+            }
         }
         Only::Pickup => {
             let pickup = pickup_latency(pool, options).await?;
@@ -266,6 +283,13 @@ async fn main() -> Result<(), BoxError> {
     let single = single_enqueue(&pool, &meter, options.jobs).await?;
     let pickup = pickup_latency(&pool, &options).await?;
     let (fan_out, plain) = fan_out_fan_in(&pool).await?;
+    let mut typed = Vec::new();
+    for &children in &options.typed_fan_out {
+        typed.push((
+            children,
+            typed_fan_out::typed_fan_out(&pool, children).await?,
+        ));
+    }
     let mut scale = Vec::new();
     for &processes in &options.scale_out {
         scale.push((
@@ -322,6 +346,15 @@ async fn main() -> Result<(), BoxError> {
         FAN_OUT + 2,
         plain.as_secs_f64() * 1e3
     );
+    for (children, (fan_out, plain)) in &typed {
+        println!(
+            "| typed `FanOut` of {children} children (`#[workflow]`, `#[output]` join), defaults, median of 5 | {:.0} ms | {:.2} x {} plain jobs ({:.0} ms) | |",
+            fan_out.as_secs_f64() * 1e3,
+            fan_out.as_secs_f64() / plain.as_secs_f64(),
+            children + 2,
+            plain.as_secs_f64() * 1e3
+        );
+    }
     if let Some((first, reference)) = scale.first() {
         for (processes, rate) in &scale {
             println!(

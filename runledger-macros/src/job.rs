@@ -481,7 +481,7 @@ fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobF
         let read = format_ident!("__runledger_read_{index}");
         let probe = quote_spanned!(ty.span()=> ::runledger::__private::ReadProbe::new(#step, ::core::marker::PhantomData::<#ty>));
         quote! {
-            let #read = match (&&#probe).read_output(&ctx).await {
+            let #read = match (&&#probe).read_output(&__runledger_outputs) {
                 ::core::result::Result::Ok(value) => value,
                 ::core::result::Result::Err(error) => return ::core::result::Result::Err(error),
             };
@@ -489,6 +489,20 @@ fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobF
     });
     let read_decls = model.reads.iter().map(|Read { step, ty }| {
         quote_spanned!(ty.span()=> ::runledger::__private::declare_read(#step, ::core::marker::PhantomData::<#ty>))
+    });
+    // Every `#[output(..)]` argument's output, read with one statement before the fn runs.
+    let fetch = (!model.reads.is_empty()).then(|| {
+        quote! {
+            let __runledger_outputs = match ::runledger::__private::ReadOutputs::fetch(
+                &ctx,
+                <Self as ::runledger::Job>::READS,
+            )
+            .await
+            {
+                ::core::result::Result::Ok(outputs) => outputs,
+                ::core::result::Result::Err(error) => return ::core::result::Result::Err(error),
+            };
+        }
     });
     let unused = (!model.takes_context).then(|| quote!(let _ = ctx;));
     let argument_checks = model.fields.iter().map(
@@ -516,6 +530,7 @@ fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobF
                     async move {
                         use ::runledger::__private::checks::{ErrorInto as _, ErrorText as _, ErrorUnsupported as _};
                         use ::runledger::__private::{ReadOk as _, ReadUnreadable as _};
+                        #fetch
                         #(#reads)*
                         #unused
                         let returned = #fn_name(#(#arguments),*).await;

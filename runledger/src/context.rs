@@ -293,9 +293,13 @@ impl JobContext {
         self.inner.error(message);
     }
 
-    /// The stored output of prerequisite `key` (for `#[output(..)]` arguments).
-    pub(crate) async fn prerequisite_output(&self, key: &str) -> Result<Option<Value>, JobError> {
-        self.inner.prerequisite_output(key).await.map_err(|e| {
+    /// The stored outputs of prerequisites `keys`, in their order, read with one statement
+    /// (for `#[output(..)]` arguments and fan-ins).
+    pub(crate) async fn prerequisite_outputs(
+        &self,
+        keys: &[String],
+    ) -> Result<Vec<Option<Value>>, JobError> {
+        self.inner.prerequisite_outputs(keys).await.map_err(|e| {
             let error = if e.code.starts_with("workflow.") {
                 JobError::terminal(&e.message)
             } else {

@@ -34,6 +34,9 @@ use crate::step::{Step, StepKind, WorkflowStep};
 /// registers its handler.
 pub(crate) const FAN_IN_JOB_TYPE: &str = "runledger.fan_in";
 
+/// Children whose outputs the join step reads per statement.
+const FAN_IN_PAGE: usize = 1_000;
+
 /// The handler of [`FAN_IN_JOB_TYPE`].
 pub(crate) fn fan_in_handler(pool: PgPool) -> std::sync::Arc<dyn JobHandler> {
     std::sync::Arc::new(FanInHandler::new(pool))
@@ -225,11 +228,19 @@ impl JobHandler for FanInHandler {
         })?;
         let mut outputs = Vec::new();
         let mut failed = 0;
-        for index in 0..children {
-            match ctx.prerequisite_output(&format!("{key}/{index}")).await {
-                Ok(Some(output)) => outputs.push(output),
-                Ok(None) => failed += 1,
-                Err(e) => return Err(JobFailure::retryable(e.code, e.message)),
+        for first in (0..children).step_by(FAN_IN_PAGE) {
+            let keys: Vec<String> = (first..children.min(first + FAN_IN_PAGE as u64))
+                .map(|index| format!("{key}/{index}"))
+                .collect();
+            let page = ctx
+                .prerequisite_outputs(&keys)
+                .await
+                .map_err(|e| JobFailure::retryable(e.code, e.message))?;
+            for output in page {
+                match output {
+                    Some(output) => outputs.push(output),
+                    None => failed += 1,
+                }
             }
         }
         let output = Value::Array(outputs);

@@ -7,9 +7,7 @@
 //! every read names one of that step's prerequisites in that workflow, and that an
 //! `#[after_terminal]` prerequisite is read as an `Option`.
 
-use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::Pin;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -72,8 +70,33 @@ impl<O: DeserializeOwned> StepOutput<O> for Option<O> {
     }
 }
 
-/// The future of one read.
-type ReadFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, JobError>> + Send + 'a>>;
+/// The stored outputs of a job's `#[output(..)]` reads, fetched together before the fn runs
+/// (generated code only).
+#[doc(hidden)]
+pub struct ReadOutputs(Vec<(&'static str, Option<Value>)>);
+
+impl ReadOutputs {
+    /// Reads the outputs of every step in `reads` with one statement (none when `reads` is
+    /// empty).
+    pub async fn fetch(ctx: &JobContext, reads: &[ReadDecl]) -> Result<Self, JobError> {
+        if reads.is_empty() {
+            return Ok(Self(Vec::new()));
+        }
+        let keys: Vec<String> = reads.iter().map(|read| read.key.to_owned()).collect();
+        let stored = ctx.prerequisite_outputs(&keys).await?;
+        Ok(Self(
+            reads.iter().map(|read| read.key).zip(stored).collect(),
+        ))
+    }
+
+    /// The stored output of step `key` (`None`: it stored none, or it was not fetched).
+    fn get(&self, key: &str) -> Option<Value> {
+        self.0
+            .iter()
+            .find(|(fetched, _)| *fetched == key)
+            .and_then(|(_, stored)| stored.clone())
+    }
+}
 
 /// One `#[output(..)]` argument to read: `step`, into a `T`. The generated code reads it
 /// through [`ReadOk`] when `T` fits the step's output; otherwise the read declaration in
@@ -99,20 +122,17 @@ impl<W, S, T> ReadProbe<W, S, T> {
 #[doc(hidden)]
 pub trait ReadOk<T> {
     /// The stored output, decoded.
-    fn read_output<'a>(&self, ctx: &'a JobContext) -> ReadFuture<'a, T>;
+    fn read_output(&self, outputs: &ReadOutputs) -> Result<T, JobError>;
 }
 
 impl<W, S, T> ReadOk<T> for &ReadProbe<W, S, T>
 where
     S: WorkflowStep,
-    T: StepOutput<S::Output> + Send + 'static,
+    T: StepOutput<S::Output>,
 {
-    fn read_output<'a>(&self, ctx: &'a JobContext) -> ReadFuture<'a, T> {
+    fn read_output(&self, outputs: &ReadOutputs) -> Result<T, JobError> {
         let key = self.step.key();
-        Box::pin(async move {
-            let stored = ctx.prerequisite_output(key).await?;
-            T::decode(key, stored)
-        })
+        T::decode(key, outputs.get(key))
     }
 }
 
@@ -120,15 +140,10 @@ where
 #[doc(hidden)]
 pub trait ReadUnreadable<T> {
     /// Fails.
-    fn read_output<'a>(&self, _: &'a JobContext) -> ReadFuture<'a, T>
-    where
-        T: Send + 'a,
-    {
-        Box::pin(async {
-            Err(JobError::terminal(
-                "the argument cannot hold the step's output",
-            ))
-        })
+    fn read_output(&self, _: &ReadOutputs) -> Result<T, JobError> {
+        Err(JobError::terminal(
+            "the argument cannot hold the step's output",
+        ))
     }
 }
 

@@ -78,15 +78,22 @@ fn catalog() -> JobCatalog {
         .job(
             "wf.sum",
             handler("wf.sum", |ctx, payload: Value| async move {
-                let mut total = 0;
-                for key in payload["from"].as_array().cloned().unwrap_or_default() {
-                    let key = key.as_str().unwrap_or_default().to_owned();
-                    let output = ctx
-                        .prerequisite_output(&key)
-                        .await
-                        .map_err(|e| JobFailure::terminal(e.code, e.message))?;
-                    total += output.and_then(|o| o["value"].as_i64()).unwrap_or_default();
-                }
+                let keys: Vec<String> = payload["from"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|key| key.as_str().unwrap_or_default().to_owned())
+                    .collect();
+                let outputs = ctx
+                    .prerequisite_outputs(&keys)
+                    .await
+                    .map_err(|e| JobFailure::terminal(e.code, e.message))?;
+                let total: i64 = outputs
+                    .iter()
+                    .flatten()
+                    .filter_map(|output| output["value"].as_i64())
+                    .sum();
                 Ok(JobCompletion::with_output(json!({ "value": total })))
             }),
         )

@@ -10,7 +10,8 @@ pub use crate::engine::core::jobs::JobDefaults;
 pub use crate::engine::runtime::registry::JobHandler;
 pub use crate::job::ReadDecl;
 pub use crate::reads::{
-    Edge, ReadOk, ReadProbe, ReadUnreadable, StepReads, check as check_reads, declare_read,
+    Edge, ReadOk, ReadOutputs, ReadProbe, ReadUnreadable, StepReads, check as check_reads,
+    declare_read,
 };
 pub use crate::workflow::StepSpec;
 

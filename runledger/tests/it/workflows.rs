@@ -122,6 +122,18 @@ async fn publish(
     // not compile, and the engine's untyped read by key is refused at run time.
     let refused = ctx.engine().prerequisite_output("draft").await.unwrap_err();
     assert_eq!(refused.code, "workflow.not_a_prerequisite");
+    // Read together, the outputs come in the order asked; a refusal names the first key that
+    // is not a prerequisite.
+    let keys = ["approval", "draft", "missing"].map(str::to_owned);
+    let refused = ctx.engine().prerequisite_outputs(&keys).await.unwrap_err();
+    assert_eq!(refused.code, "workflow.not_a_prerequisite");
+    assert!(refused.message.contains("`draft`"), "{}", refused.message);
+    let approval = ctx.engine().prerequisite_outputs(&keys[..1]).await.unwrap();
+    assert_eq!(approval.len(), 1);
+    assert_eq!(
+        approval[0].as_ref().map(|v| v["reviewer"].clone()),
+        Some(runledger::serde_json::json!(decision.reviewer))
+    );
     Ok(format!("published, approved by {}", decision.reviewer))
 }
 

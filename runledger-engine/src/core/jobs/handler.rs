@@ -191,8 +191,19 @@ impl JobContext {
         &self,
         step_key: &str,
     ) -> Result<Option<Value>, StepOutputError> {
+        let mut outputs = self.prerequisite_outputs(&[step_key.to_owned()]).await?;
+        Ok(outputs.pop().flatten())
+    }
+
+    /// The stored outputs of `step_keys`, in their order, read together (one statement for
+    /// the lot): what [`prerequisite_output`](Self::prerequisite_output) gives for each, and
+    /// `workflow.not_a_prerequisite` naming the first key that is not a prerequisite.
+    pub async fn prerequisite_outputs(
+        &self,
+        step_keys: &[String],
+    ) -> Result<Vec<Option<Value>>, StepOutputError> {
         match &self.step_outputs {
-            Some(outputs) => outputs.0.prerequisite_output(step_key).await,
+            Some(outputs) => outputs.0.prerequisite_outputs(step_keys).await,
             None => Err(StepOutputError {
                 code: "workflow.not_a_workflow_step",
                 message: "this job is not a workflow step".to_owned(),
@@ -205,8 +216,11 @@ impl JobContext {
 /// top of the database).
 #[async_trait::async_trait]
 pub trait StepOutputReader: Send + Sync + 'static {
-    /// The output of prerequisite `step_key`.
-    async fn prerequisite_output(&self, step_key: &str) -> Result<Option<Value>, StepOutputError>;
+    /// The outputs of prerequisites `step_keys`, in their order.
+    async fn prerequisite_outputs(
+        &self,
+        step_keys: &[String],
+    ) -> Result<Vec<Option<Value>>, StepOutputError>;
 }
 
 /// A shared [`StepOutputReader`].

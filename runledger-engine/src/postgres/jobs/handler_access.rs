@@ -15,7 +15,7 @@ use crate::postgres::{Error, ErrorCategory};
 
 use super::{
     JobLease, WorkflowAppend, WorkflowAppendOutcome, append_job_logs, append_workflow_steps,
-    get_prerequisite_output, update_job_progress,
+    get_prerequisite_outputs, update_job_progress,
 };
 
 /// Most log lines stored per statement.
@@ -113,7 +113,7 @@ impl WorkflowStepAppender for PgAppender {
     }
 }
 
-/// Reads prerequisite outputs of one workflow step with `get_prerequisite_output`.
+/// Reads prerequisite outputs of one workflow step with `get_prerequisite_outputs`.
 struct PgStepOutputs {
     pool: PgPool,
     step_id: WorkflowStepId,
@@ -121,11 +121,11 @@ struct PgStepOutputs {
 
 #[async_trait::async_trait]
 impl StepOutputReader for PgStepOutputs {
-    async fn prerequisite_output(
+    async fn prerequisite_outputs(
         &self,
-        step_key: &str,
-    ) -> Result<Option<serde_json::Value>, StepOutputError> {
-        get_prerequisite_output(&self.pool, self.step_id, step_key)
+        step_keys: &[String],
+    ) -> Result<Vec<Option<serde_json::Value>>, StepOutputError> {
+        get_prerequisite_outputs(&self.pool, self.step_id, step_keys)
             .await
             .map_err(|err| StepOutputError {
                 code: err.code(),

@@ -93,7 +93,7 @@ pub use workflows::{
     WorkflowRunHandleScope, WorkflowRunListFilter, WorkflowRunRecord, WorkflowRunStepCounts,
     WorkflowStepRecord, append_workflow_steps, cancel_workflow_run,
     complete_external_workflow_step, count_workflow_runs, enqueue_workflow_run,
-    get_prerequisite_output, get_workflow_run, list_workflow_run_step_counts, list_workflow_runs,
+    get_prerequisite_outputs, get_workflow_run, list_workflow_run_step_counts, list_workflow_runs,
     list_workflow_steps,
 };
 

@@ -849,35 +849,40 @@ pub async fn list_workflow_steps<'e>(
         .collect())
 }
 
-/// The stored output of `prerequisite`, read on behalf of the step `step_id`: `Ok(None)` while
-/// it has no output, `workflow.not_a_prerequisite` when it is not one of the step's
-/// prerequisites.
-pub async fn get_prerequisite_output<'e>(
+/// The stored outputs of `prerequisites`, in their order, read on behalf of the step `step_id`
+/// in one statement: `None` for one without output, `workflow.not_a_prerequisite` (naming the
+/// first) when one is not among the step's prerequisites.
+pub async fn get_prerequisite_outputs<'e>(
     executor: impl PgExecutor<'e>,
     step_id: WorkflowStepId,
-    prerequisite: &str,
-) -> Result<Option<Value>> {
-    let row = sqlx::query!(
+    prerequisites: &[String],
+) -> Result<Vec<Option<Value>>> {
+    let rows = sqlx::query!(
         r#"
-        SELECT runledger.readable_json(p.output, 'job.output_invalid') AS output
-        FROM runledger.workflow_steps s
-        JOIN runledger.workflow_steps p
-          ON p.workflow_run_id = s.workflow_run_id AND p.step_key = $2
-        JOIN runledger.workflow_step_dependencies d
+        SELECT wanted.step_key AS "step_key!",
+               d.step_id IS NOT NULL AS "is_prerequisite!",
+               runledger.readable_json(p.output, 'job.output_invalid') AS output
+        FROM unnest($2::text[]) WITH ORDINALITY AS wanted(step_key, position)
+        LEFT JOIN runledger.workflow_steps s ON s.id = $1
+        LEFT JOIN runledger.workflow_steps p
+          ON p.workflow_run_id = s.workflow_run_id AND p.step_key = wanted.step_key
+        LEFT JOIN runledger.workflow_step_dependencies d
           ON d.depends_on_step_id = p.id AND d.step_id = s.id
-        WHERE s.id = $1
+        ORDER BY wanted.position
         "#,
         step_id.0,
-        prerequisite,
+        prerequisites,
     )
-    .fetch_optional(executor)
+    .fetch_all(executor)
     .await?;
-    match row {
-        Some(row) => Ok(row.output),
-        None => Err(Error::NotAPrerequisite {
-            step_key: prerequisite.to_owned(),
-        }),
-    }
+    rows.into_iter()
+        .map(|row| match row.is_prerequisite {
+            true => Ok(row.output),
+            false => Err(Error::NotAPrerequisite {
+                step_key: row.step_key,
+            }),
+        })
+        .collect()
 }
 
 /// Filters and page position for [`list_workflow_runs`]; runs come newest first.
