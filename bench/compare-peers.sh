@@ -44,16 +44,16 @@ for round in $(seq 1 "$REPS"); do
     rows+=("$ceiling $runledger $graphile_worker")
 done
 
+# The median of the numbers on standard input, one per line.
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
 # Medians of the rates and of each round's ratios to its own ceiling.
-printf '%s\n' "${rows[@]}" | python3 -c '
-import statistics, sys
-rows = [list(map(float, line.split())) for line in sys.stdin if line.strip()]
-median = lambda xs: statistics.median(xs)
-print()
-print(f"| system ({sys.argv[1]} no-op jobs, median of {len(rows)} rounds) | jobs/s | ratio to the ceiling |")
-print("| --- | ---: | ---: |")
-for column, name in enumerate(["raw-SQL ceiling", "runledger, defaults", "graphile_worker"]):
-    rate = median([r[column] for r in rows])
-    ratio = median([r[column] / r[0] for r in rows])
-    print(f"| {name} | {rate:,.0f} | {ratio:.2f} |")
-' "$N"
+echo
+echo "| system ($N no-op jobs, median of $REPS rounds) | jobs/s | ratio to the ceiling |"
+echo "| --- | ---: | ---: |"
+names=("raw-SQL ceiling" "runledger, defaults" "graphile_worker")
+for column in 1 2 3; do
+    rate=$(printf '%s\n' "${rows[@]}" | awk -v c="$column" '{ print $c }' | median)
+    ratio=$(printf '%s\n' "${rows[@]}" | awk -v c="$column" '{ print $c / $1 }' | median)
+    printf '| %s | %.0f | %.2f |\n' "${names[column - 1]}" "$rate" "$ratio"
+done
