@@ -518,6 +518,21 @@ async fn typed_noop(n: u64) -> Result<(), runledger::JobError> {
     Ok(())
 }
 
+/// Starts a `runledger::Worker` running every `#[job]` of this binary with `config` on
+/// `worker_pool`, its successes counted by `successes` (the schema is already in place).
+async fn start_typed_worker(
+    worker_pool: &PgPool,
+    config: JobsConfig,
+    successes: &Successes,
+) -> Result<runledger::RunningWorker, BoxError> {
+    let worker = runledger::Worker::builder(worker_pool)
+        .config(config)
+        .schema(runledger::SchemaMode::Skip)
+        .observer(successes.clone())
+        .build()?;
+    Ok(worker.start().await?)
+}
+
 /// A `runledger::Worker` with `settings` on its own pool drains `jobs` no-op jobs through the
 /// typed API (after `history` finished jobs were put in the tables).
 async fn burn_down(
@@ -533,13 +548,8 @@ async fn burn_down(
     let config = settings.config("bench-worker", Duration::from_millis(100));
     let worker_pool = worker_pool(pool, &config).await?;
     let successes = Successes::default();
-    let worker = runledger::Worker::builder(&worker_pool)
-        .config(config)
-        .schema(runledger::SchemaMode::Skip)
-        .observer(successes.clone())
-        .build()?;
     let (begun, cpu) = (Instant::now(), meter.sample());
-    let running = worker.start().await?;
+    let running = start_typed_worker(&worker_pool, config, &successes).await?;
     successes.wait_for(jobs, || drained(pool)).await?;
     let rate = Rate::measured(jobs, begun.elapsed(), meter.sample().since(&cpu));
     running.shutdown().await?;

@@ -9,7 +9,9 @@ use runledger_bench::successes::Successes;
 use runledger_bench::{BoxError, quantiles};
 use sqlx::PgPool;
 
-use super::{Settings, drained, enqueue_batches, reset, settle_connections, worker_pool};
+use super::{
+    Settings, drained, enqueue_batches, reset, settle_connections, start_typed_worker, worker_pool,
+};
 
 /// Rounds: each times one fan-out, then the plain jobs.
 const ROUNDS: usize = 5;
@@ -78,13 +80,7 @@ pub(super) async fn typed_fan_out(
     let config = Settings::Default.config("bench-typed-fan", Duration::from_millis(100));
     let worker_pool = worker_pool(pool, &config).await?;
     let successes = Successes::default();
-    let running = Worker::builder(&worker_pool)
-        .config(config)
-        .schema(runledger::SchemaMode::Skip)
-        .observer(successes.clone())
-        .build()?
-        .start()
-        .await?;
+    let running = start_typed_worker(&worker_pool, config, &successes).await?;
     let (n, plain_jobs) = (children as usize, children as usize + 2);
     let mut expected = 0;
     let (mut fan_outs, mut plains) = (Vec::new(), Vec::new());

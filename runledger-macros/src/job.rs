@@ -481,7 +481,7 @@ fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobF
         let read = format_ident!("__runledger_read_{index}");
         let probe = quote_spanned!(ty.span()=> ::runledger::__private::ReadProbe::new(#step, ::core::marker::PhantomData::<#ty>));
         quote! {
-            let #read = match (&&#probe).read_output(&__runledger_outputs) {
+            let #read = match (&&#probe).read_output(&mut __runledger_outputs) {
                 ::core::result::Result::Ok(value) => value,
                 ::core::result::Result::Err(error) => return ::core::result::Result::Err(error),
             };
@@ -493,7 +493,7 @@ fn job_impl(function: &ItemFn, job_args: &JobArgs, payload: &Ident, model: &JobF
     // Every `#[output(..)]` argument's output, read with one statement before the fn runs.
     let fetch = (!model.reads.is_empty()).then(|| {
         quote! {
-            let __runledger_outputs = match ::runledger::__private::ReadOutputs::fetch(
+            let mut __runledger_outputs = match ::runledger::__private::ReadOutputs::fetch(
                 &ctx,
                 <Self as ::runledger::Job>::READS,
             )

@@ -70,31 +70,33 @@ impl<O: DeserializeOwned> StepOutput<O> for Option<O> {
     }
 }
 
-/// The stored outputs of a job's `#[output(..)]` reads, fetched together before the fn runs
-/// (generated code only).
+/// The stored outputs of a job's `#[output(..)]` reads, fetched together before the fn runs,
+/// one entry per read in the order of `Job::READS` (generated code only). Each read takes its
+/// entry, so no output is held twice or kept while the fn runs.
 #[doc(hidden)]
-pub struct ReadOutputs(Vec<(&'static str, Option<Value>)>);
+pub struct ReadOutputs(Vec<(&'static str, Option<Option<Value>>)>);
 
 impl ReadOutputs {
-    /// Reads the outputs of every step in `reads` with one statement (none when `reads` is
-    /// empty).
+    /// Reads the outputs of every step in `reads` with one statement.
     pub async fn fetch(ctx: &JobContext, reads: &[ReadDecl]) -> Result<Self, JobError> {
-        if reads.is_empty() {
-            return Ok(Self(Vec::new()));
-        }
         let keys: Vec<String> = reads.iter().map(|read| read.key.to_owned()).collect();
         let stored = ctx.prerequisite_outputs(&keys).await?;
         Ok(Self(
-            reads.iter().map(|read| read.key).zip(stored).collect(),
+            reads
+                .iter()
+                .zip(stored)
+                .map(|(read, output)| (read.key, Some(output)))
+                .collect(),
         ))
     }
 
-    /// The stored output of step `key` (`None`: it stored none, or it was not fetched).
-    fn get(&self, key: &str) -> Option<Value> {
+    /// Takes the first entry of step `key` not taken yet (`None`: the step stored no output).
+    fn take(&mut self, key: &str) -> Option<Value> {
         self.0
-            .iter()
-            .find(|(fetched, _)| *fetched == key)
-            .and_then(|(_, stored)| stored.clone())
+            .iter_mut()
+            .find(|(fetched, entry)| *fetched == key && entry.is_some())
+            .and_then(|(_, entry)| entry.take())
+            .flatten()
     }
 }
 
@@ -122,7 +124,7 @@ impl<W, S, T> ReadProbe<W, S, T> {
 #[doc(hidden)]
 pub trait ReadOk<T> {
     /// The stored output, decoded.
-    fn read_output(&self, outputs: &ReadOutputs) -> Result<T, JobError>;
+    fn read_output(&self, outputs: &mut ReadOutputs) -> Result<T, JobError>;
 }
 
 impl<W, S, T> ReadOk<T> for &ReadProbe<W, S, T>
@@ -130,9 +132,9 @@ where
     S: WorkflowStep,
     T: StepOutput<S::Output>,
 {
-    fn read_output(&self, outputs: &ReadOutputs) -> Result<T, JobError> {
+    fn read_output(&self, outputs: &mut ReadOutputs) -> Result<T, JobError> {
         let key = self.step.key();
-        T::decode(key, outputs.get(key))
+        T::decode(key, outputs.take(key))
     }
 }
 
@@ -140,7 +142,7 @@ where
 #[doc(hidden)]
 pub trait ReadUnreadable<T> {
     /// Fails.
-    fn read_output(&self, _: &ReadOutputs) -> Result<T, JobError> {
+    fn read_output(&self, _: &mut ReadOutputs) -> Result<T, JobError> {
         Err(JobError::terminal(
             "the argument cannot hold the step's output",
         ))
@@ -319,4 +321,32 @@ const fn str_eq(a: &str, b: &str) -> bool {
         i += 1;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::ReadOutputs;
+
+    #[test]
+    fn each_read_takes_its_own_entry_in_order() {
+        let mut outputs = ReadOutputs(vec![
+            ("a", Some(Some(json!(1)))),
+            ("b", Some(None)),
+            ("a", Some(Some(json!(2)))),
+        ]);
+        assert_eq!(outputs.take("a"), Some(json!(1)));
+        assert_eq!(outputs.take("b"), None);
+        assert_eq!(
+            outputs.take("a"),
+            Some(json!(2)),
+            "a second read of a step gets its output too"
+        );
+        assert_eq!(outputs.take("a"), None);
+        assert!(
+            outputs.0.iter().all(|(_, entry)| entry.is_none()),
+            "nothing is kept once read"
+        );
+    }
 }
