@@ -46,9 +46,9 @@ struct Spread {
     join: FanJoin,
 }
 
-/// Jobs that succeed in one fan-out run: the root, the children, the fan-in and the join.
+/// Jobs that succeed in one fan-out run: the root, the children and the join.
 fn jobs_of_run(children: usize) -> usize {
-    children + 3
+    children + 2
 }
 
 /// One fan-out of `children`, from enqueue to its result.

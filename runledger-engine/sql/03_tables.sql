@@ -471,6 +471,11 @@ CREATE INDEX workflow_runs_type_idx ON runledger.workflow_runs (workflow_type, i
 -- runs; reads show RUNNING from the job (runledger.workflow_step_status), so claims and retries
 -- of step jobs write no step row.
 --
+-- A FAN_OUT step runs no job: the step that fills it (one of its prerequisites) adds its
+-- children, `{key}/0` to `{key}/{n - 1}`, as its prerequisites and records their number in its
+-- payload (`{"children": n}`); once they and its other prerequisites have finished, the release
+-- finishes it at once (runledger.workflow_close_fan_outs, 09_workflow_release.sql).
+--
 -- A step row is written three times after its insert: released, finished, and for a fan-in
 -- step its counters at each prerequisite's end. None of those updates changes an indexed column
 -- (no index reads `job_id`: a job names its step), so each can be a heap-only update that
@@ -509,10 +514,10 @@ CREATE TABLE runledger.workflow_steps (
     CONSTRAINT workflow_steps_pkey PRIMARY KEY (id),
     CONSTRAINT workflow_steps_run_step_key_key UNIQUE (workflow_run_id, step_key),
     CONSTRAINT workflow_steps_step_key_valid CHECK (runledger.is_valid_identifier(step_key)),
-    CONSTRAINT workflow_steps_kind_valid CHECK (step_kind IN ('JOB', 'EXTERNAL')),
+    CONSTRAINT workflow_steps_kind_valid CHECK (step_kind IN ('JOB', 'EXTERNAL', 'FAN_OUT')),
     CONSTRAINT workflow_steps_job_type_matches_kind CHECK (
         (step_kind = 'JOB' AND runledger.is_valid_identifier(job_type))
-        OR (step_kind = 'EXTERNAL' AND job_type IS NULL)
+        OR (step_kind IN ('EXTERNAL', 'FAN_OUT') AND job_type IS NULL)
     ),
     CONSTRAINT workflow_steps_status_valid CHECK (
         status IN ('BLOCKED', 'WAITING_FOR_EXTERNAL', 'ENQUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELED')
@@ -556,7 +561,7 @@ CREATE TABLE runledger.workflow_run_mutations (
         REFERENCES runledger.workflow_runs (id) ON DELETE CASCADE,
     CONSTRAINT workflow_run_mutations_run_key_key UNIQUE (workflow_run_id, mutation_key),
     CONSTRAINT workflow_run_mutations_key_valid CHECK (runledger.is_valid_identifier(mutation_key)),
-    CONSTRAINT workflow_run_mutations_type_valid CHECK (mutation_type IN ('APPEND_STEPS'))
+    CONSTRAINT workflow_run_mutations_type_valid CHECK (mutation_type IN ('APPEND_STEPS', 'FILL_FAN_OUT'))
 );
 
 ------------------------------------------------------------------------------------------------

@@ -210,6 +210,9 @@ DECLARE
     v_bad int[];
     v_jobs runledger.workflow_steps[];
     v_doomed uuid[];
+    v_fan_outs uuid[];
+    v_closed uuid[];
+    v_closed_failed uuid[];
 BEGIN
     WHILE v_frontier IS NOT NULL AND cardinality(v_frontier) > 0 LOOP
         SELECT array_agg(e.step_id), array_agg(e.done), array_agg(e.bad)
@@ -243,27 +246,36 @@ BEGIN
         )
         SELECT array_agg(step) FILTER (WHERE (step).status = 'ENQUEUED'),
                array_agg((step).id) FILTER (WHERE (step).deps_pending = 0
-                                             AND (step).deps_unsatisfied > 0)
-        INTO v_jobs, v_doomed
+                                             AND (step).deps_unsatisfied > 0),
+               array_agg((step).id) FILTER (WHERE (step).step_kind = 'FAN_OUT'
+                                             AND (step).status = 'WAITING_FOR_EXTERNAL')
+        INTO v_jobs, v_doomed, v_fan_outs
         FROM counted;
 
         PERFORM runledger.workflow_insert_step_jobs(v_jobs);
         PERFORM runledger.workflow_cancel_unsatisfied(v_doomed);
-        -- Canceled steps finished without succeeding: their dependents count them as failed.
-        v_frontier := v_doomed;
-        v_failed := coalesce(v_doomed, '{}');
+        SELECT c.closed, c.failed INTO v_closed, v_closed_failed
+        FROM runledger.workflow_close_fan_outs(v_fan_outs) AS c;
+        -- Canceled steps finished without succeeding: their dependents count them as failed;
+        -- so do they a fan-out that failed.
+        v_frontier := coalesce(v_doomed, '{}') || coalesce(v_closed, '{}');
+        v_failed := coalesce(v_doomed, '{}') || coalesce(v_closed_failed, '{}');
     END LOOP;
 END;
 $$;
 
 -- Releases BLOCKED steps, of any runs: job steps become ENQUEUED with their own id as their
--- job's id and get a job row, external steps start WAITING_FOR_EXTERNAL. Each step row is
+-- job's id and get a job row, external steps start WAITING_FOR_EXTERNAL, fan-outs finish at
+-- once (runledger.workflow_close_fan_outs) and count down their dependents. Each step row is
 -- written once. Called by runledger.workflow_start_run and runledger.workflow_settle_new_steps.
 CREATE FUNCTION runledger.workflow_release_steps(p_steps uuid[]) RETURNS void
 LANGUAGE plpgsql
 AS $$
 DECLARE
     v_jobs runledger.workflow_steps[];
+    v_fan_outs uuid[];
+    v_closed uuid[];
+    v_closed_failed uuid[];
 BEGIN
     IF p_steps IS NULL OR cardinality(p_steps) = 0 THEN
         RETURN;
@@ -277,9 +289,93 @@ BEGIN
         WHERE s.id = ANY(p_steps) AND s.status = 'BLOCKED'
         RETURNING s AS step
     )
-    SELECT array_agg(step) FILTER (WHERE (step).step_kind = 'JOB') INTO v_jobs FROM released;
+    SELECT array_agg(step) FILTER (WHERE (step).step_kind = 'JOB'),
+           array_agg((step).id) FILTER (WHERE (step).step_kind = 'FAN_OUT')
+    INTO v_jobs, v_fan_outs
+    FROM released;
 
     PERFORM runledger.workflow_insert_step_jobs(v_jobs);
+    SELECT c.closed, c.failed INTO v_closed, v_closed_failed
+    FROM runledger.workflow_close_fan_outs(v_fan_outs) AS c;
+    PERFORM runledger.workflow_count_down_dependents(v_closed, v_closed_failed);
+END;
+$$;
+
+-- Finishes fan-outs just released (WAITING_FOR_EXTERNAL for the length of the statement that
+-- released them): SUCCEEDED with the outputs of their children in order, or FAILED with
+-- `workflow.fan_out_failed` when one did not succeed. A fan-out whose children's outputs take
+-- more than 16 MiB succeeds without collecting them (NULL output, reason
+-- `workflow.fan_out_outputs_not_collected`): they are read from the children, a page at a
+-- time. Returns the fan-outs it finished and those that failed, which the caller counts down
+-- as the next wave. Called by runledger.workflow_count_down_dependents and
+-- runledger.workflow_release_steps. The children are found by their keys through the run's
+-- unique key index, one lookup each.
+CREATE FUNCTION runledger.workflow_close_fan_outs(
+    p_steps uuid[], OUT closed uuid[], OUT failed uuid[]
+)
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET enable_nestloop = on
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+    IF p_steps IS NULL OR cardinality(p_steps) = 0 THEN
+        RETURN;
+    END IF;
+
+    WITH gates AS MATERIALIZED (
+        SELECT g.id, g.workflow_run_id, g.step_key,
+               coalesce((g.payload ->> 'children')::int, 0) AS children
+        FROM runledger.workflow_steps g
+        WHERE g.id = ANY (p_steps) AND g.step_kind = 'FAN_OUT'
+          AND g.status = 'WAITING_FOR_EXTERNAL'
+    ),
+    children AS MATERIALIZED (
+        SELECT g.id AS gate, i.n, c.status, c.output
+        FROM gates g
+        CROSS JOIN LATERAL generate_series(0, g.children - 1) AS i(n)
+        LEFT JOIN runledger.workflow_steps c
+          ON c.workflow_run_id = g.workflow_run_id AND c.step_key = g.step_key || '/' || i.n
+    ),
+    verdicts AS MATERIALIZED (
+        SELECT g.id, g.children,
+               (count(c.n) FILTER (WHERE c.status IS DISTINCT FROM 'SUCCEEDED'))::int AS bad,
+               coalesce(sum(pg_column_size(c.output)), 0) <= 16777216 AS collectable
+        FROM gates g
+        LEFT JOIN children c ON c.gate = g.id
+        GROUP BY g.id, g.children
+    ),
+    outputs AS (
+        SELECT c.gate, jsonb_agg(c.output ORDER BY c.n) AS output
+        FROM children c
+        JOIN verdicts v ON v.id = c.gate
+        WHERE v.bad = 0 AND v.collectable
+        GROUP BY c.gate
+    ),
+    finished AS (
+        UPDATE runledger.workflow_steps s
+        SET status = CASE WHEN v.bad = 0 THEN 'SUCCEEDED' ELSE 'FAILED' END,
+            output = CASE WHEN v.bad = 0 AND v.collectable
+                          THEN coalesce(o.output, '[]'::jsonb) END,
+            status_reason = CASE WHEN v.bad = 0 AND NOT v.collectable
+                                 THEN 'workflow.fan_out_outputs_not_collected' END,
+            last_error_code = CASE WHEN v.bad > 0 THEN 'workflow.fan_out_failed' END,
+            last_error_message = CASE WHEN v.bad > 0
+                THEN format('%s of the %s children of `%s` did not succeed',
+                            v.bad, v.children, s.step_key) END,
+            finished_at = now(),
+            updated_at = now()
+        FROM verdicts v
+        LEFT JOIN outputs o ON o.gate = v.id
+        WHERE s.id = ANY (p_steps) AND s.id = v.id
+        RETURNING s.id, s.status
+    )
+    SELECT array_agg(f.id), array_agg(f.id) FILTER (WHERE f.status = 'FAILED')
+    INTO closed, failed
+    FROM finished f;
 END;
 $$;
 

@@ -7,14 +7,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use serde_json::Value;
-use sqlx::PgPool;
 
 use crate::context::Data;
 use crate::engine::core::jobs::JobDefaults;
 use crate::engine::runtime::catalog::{CatalogJobScheduleSpec, JobCatalog};
 use crate::engine::runtime::registry::JobHandler;
 use crate::error::Error;
-use crate::fan_out::{FAN_IN_JOB_TYPE, fan_in_handler};
 use crate::job::Job;
 use crate::workflow::Workflow;
 
@@ -168,15 +166,11 @@ fn sorted<T: inventory::Collect>(
     all
 }
 
-/// The catalog of a worker on `pool`: every `#[job]` (its handler sharing `data`), the fan-in
-/// handler of `FanOut` steps, the `engine` handlers, and every `#[schedule]`. Fails with
+/// The catalog of a worker: every `#[job]` (its handler sharing `data`), the `engine`
+/// handlers, and every `#[schedule]`. Fails with
 /// `worker.duplicate_job`, `worker.duplicate_workflow` or `worker.duplicate_schedule`, naming
 /// both registrations, or with `worker.schedule_payload_invalid`.
-pub(crate) fn build(
-    pool: &PgPool,
-    data: &Arc<Data>,
-    engine: Vec<EngineHandler>,
-) -> Result<JobCatalog, Error> {
+pub(crate) fn build(data: &Arc<Data>, engine: Vec<EngineHandler>) -> Result<JobCatalog, Error> {
     let mut catalog = JobCatalog::new();
     let mut job_types = Names::new(|name, first, second| Error::DuplicateJob {
         name,
@@ -187,15 +181,6 @@ pub(crate) fn build(
         job_types.claim(job.name, format!("#[job] at {}", job.location))?;
         catalog = catalog.shared_job(job.name, (job.handler)(Arc::clone(data)), job.defaults);
     }
-    job_types.claim(
-        FAN_IN_JOB_TYPE,
-        "the fan-in handler of `FanOut` steps".to_owned(),
-    )?;
-    catalog = catalog.shared_job(
-        FAN_IN_JOB_TYPE,
-        fan_in_handler(pool.clone()),
-        JobDefaults::new(),
-    );
     for handler in engine {
         job_types.claim(
             &handler.name,

@@ -294,7 +294,7 @@ impl JobContext {
     }
 
     /// The stored outputs of prerequisites `keys`, in their order, read with one statement
-    /// (for `#[output(..)]` arguments and fan-ins).
+    /// (for `#[output(..)]` arguments).
     pub(crate) async fn prerequisite_outputs(
         &self,
         keys: &[String],

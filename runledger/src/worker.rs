@@ -140,7 +140,7 @@ impl Worker {
     }
 
     /// Everything this worker runs and syncs, as the engine's catalog: every `#[job]` (sorted
-    /// by name), the fan-in handler of `FanOut` steps, the engine handlers given to
+    /// by name), the engine handlers given to
     /// [`WorkerBuilder::handler`], and every `#[schedule]` (sorted by name).
     ///
     /// Read it to check what a binary registers; hand it to an engine `Supervisor` of your
@@ -152,7 +152,6 @@ impl Worker {
     /// for schedule in worker.catalog().schedules() {
     ///     println!("{} enqueues {} at {}", schedule.name(), schedule.job_type(), schedule.cron_expr());
     /// }
-    /// assert!(worker.catalog().job_types().contains(&"runledger.fan_in".to_owned()));
     /// # Ok(()) }
     /// ```
     pub fn catalog(&self) -> &JobCatalog {
@@ -418,7 +417,7 @@ impl WorkerBuilder {
                 problem: "must be positive",
             }));
         }
-        let catalog = catalog::build(&self.pool, &Arc::new(self.data), self.handlers)?;
+        let catalog = catalog::build(&Arc::new(self.data), self.handlers)?;
         Ok(Worker {
             pool: self.pool,
             config,

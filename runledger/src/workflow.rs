@@ -188,6 +188,7 @@ enum StepDraft {
         payload: Value,
     },
     Gate,
+    FanOut,
 }
 
 /// One step as `#[workflow]` describes it (generated code only).
@@ -237,6 +238,11 @@ impl StepSpec {
         Self::new(key, StepDraft::Gate)
     }
 
+    /// A fan-out.
+    pub fn fan_out(key: &'static str) -> Self {
+        Self::new(key, StepDraft::FanOut)
+    }
+
     pub fn after(mut self, keys: &'static [&'static str]) -> Self {
         self.after = keys;
         self
@@ -274,6 +280,7 @@ impl StepSpec {
                 WorkflowStepEnqueue::job(key, JobType::new(job_type), Cow::Owned(payload))
             }
             StepDraft::Gate => WorkflowStepEnqueue::external(key),
+            StepDraft::FanOut => WorkflowStepEnqueue::fan_out(key),
         };
         step.priority = self.priority;
         step.max_attempts = self.max_attempts;

@@ -375,10 +375,9 @@ impl<T: Serialize + DeserializeOwned> StepOk<External<T>> for &&&&Probe<External
         Ok(StepSpec::gate(key))
     }
 }
-/// A fan-out is a gate of the run that its join step completes.
 impl<J: Job> StepOk<FanOut<J>> for &&&&Probe<FanOut<J>> {
     fn step_spec(&self, _: &FanOut<J>, key: &'static str) -> Result<StepSpec, Error> {
-        Ok(StepSpec::gate(key))
+        Ok(StepSpec::fan_out(key))
     }
 }
 

@@ -55,20 +55,6 @@ async fn an_engine_handler_with_a_typed_jobs_name_fails_startup_naming_both(pool
 }
 
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
-async fn an_engine_handler_cannot_take_the_fan_in_job_type(pool: PgPool) {
-    let err = Worker::builder(&pool)
-        .handler(EngineHandler("runledger.fan_in"))
-        .build()
-        .unwrap_err();
-    assert_eq!(err.code(), "worker.duplicate_job");
-    let message = err.to_string();
-    assert!(
-        message.contains("the fan-in handler of `FanOut` steps"),
-        "{message}"
-    );
-}
-
-#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn the_workers_catalog_holds_each_job_type_once_with_its_handler(pool: PgPool) {
     let worker = Worker::builder(&pool)
         .handler(EngineHandler("it.engine.listed"))
@@ -76,12 +62,7 @@ async fn the_workers_catalog_holds_each_job_type_once_with_its_handler(pool: PgP
         .unwrap();
     let catalog = worker.catalog();
     let job_types = catalog.job_types();
-    for name in [
-        "it.add",
-        "it.summarize",
-        "runledger.fan_in",
-        "it.engine.listed",
-    ] {
+    for name in ["it.add", "it.summarize", "it.engine.listed"] {
         assert_eq!(
             job_types.iter().filter(|t| *t == name).count(),
             1,
@@ -100,7 +81,7 @@ async fn the_workers_catalog_holds_each_job_type_once_with_its_handler(pool: PgP
     assert_eq!(
         job_types.last().map(String::as_str),
         Some("it.engine.listed"),
-        "engine handlers after the #[job]s and the fan-in handler"
+        "engine handlers after the #[job]s"
     );
     catalog.validate().unwrap();
 }

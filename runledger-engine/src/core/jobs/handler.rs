@@ -129,6 +129,26 @@ impl JobContext {
         }
     }
 
+    /// Fills the fan-out step `fan_out` of this step's workflow run with children: jobs of
+    /// `job_type`, one per payload, keyed `{fan_out}/0`, `{fan_out}/1`, ... (see
+    /// `fill_fan_out`). They start once this step succeeds; this step must be one of the
+    /// fan-out's prerequisites. `Ok(true)` when they were added, `Ok(false)` when the same fill
+    /// already was. Fails with `workflow.not_a_workflow_step` outside a workflow step.
+    pub async fn fill_fan_out(
+        &self,
+        fan_out: &str,
+        job_type: &str,
+        children: &[Value],
+    ) -> Result<bool, JobContextError> {
+        match &self.workflow_appender {
+            Some(appender) => appender.0.fill_fan_out(fan_out, job_type, children).await,
+            None => Err(JobContextError {
+                code: "workflow.not_a_workflow_step",
+                message: "this job is not a workflow step".to_owned(),
+            }),
+        }
+    }
+
     /// Whether a retryable failure of this attempt will dead-letter the job anyway.
     pub fn is_last_attempt(&self) -> bool {
         self.attempt >= self.max_attempts
@@ -258,6 +278,15 @@ pub trait WorkflowStepAppender: Send + Sync + 'static {
         &self,
         mutation_key: &str,
         steps: Vec<WorkflowStepEnqueue<'static>>,
+    ) -> Result<bool, JobContextError>;
+
+    /// Fills the fan-out step `fan_out` with children of `job_type`, one per payload, filled
+    /// by the step being executed; `Ok(false)` when the same fill was already applied.
+    async fn fill_fan_out(
+        &self,
+        fan_out: &str,
+        job_type: &str,
+        children: &[Value],
     ) -> Result<bool, JobContextError>;
 }
 

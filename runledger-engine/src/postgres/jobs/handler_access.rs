@@ -8,14 +8,15 @@ use sqlx::PgPool;
 
 use crate::core::jobs::{
     JobContext, JobContextError, JobId, JobLogLine, JobProgressSink, JobProgressUpdate,
-    JobProgressWriter, JobServices, StepOutputError, StepOutputReader, StepOutputs,
-    WorkflowAppender, WorkflowRunId, WorkflowStepAppender, WorkflowStepEnqueue, WorkflowStepId,
+    JobProgressWriter, JobServices, JobType, StepKey, StepOutputError, StepOutputReader,
+    StepOutputs, WorkflowAppender, WorkflowRunId, WorkflowStepAppender, WorkflowStepEnqueue,
+    WorkflowStepId,
 };
 use crate::postgres::{Error, ErrorCategory};
 
 use super::{
-    JobLease, WorkflowAppend, WorkflowAppendOutcome, append_job_logs, append_workflow_steps,
-    get_prerequisite_outputs, update_job_progress,
+    FanOutFill, JobLease, WorkflowAppend, WorkflowAppendOutcome, append_job_logs,
+    append_workflow_steps, fill_fan_out, get_prerequisite_outputs, update_job_progress,
 };
 
 /// Most log lines stored per statement.
@@ -45,6 +46,7 @@ impl JobServices for PgJobServices {
                 pool: self.pool.clone(),
                 run_id,
                 organization_id: context.organization_id,
+                step_key: context.workflow_step_key.clone(),
             })));
         }
         if let Some(step_id) = context.workflow_step_id {
@@ -85,11 +87,13 @@ impl JobProgressWriter for PgProgress {
     }
 }
 
-/// Appends steps to one run with `append_workflow_steps`.
+/// Appends steps to one run with `append_workflow_steps`, and fills its fan-outs on behalf of
+/// step `step_key` with `fill_fan_out`.
 struct PgAppender {
     pool: PgPool,
     run_id: WorkflowRunId,
     organization_id: Option<uuid::Uuid>,
+    step_key: Option<String>,
 }
 
 #[async_trait::async_trait]
@@ -105,11 +109,39 @@ impl WorkflowStepAppender for PgAppender {
             mutation_key,
             steps,
         };
-        match append_workflow_steps(&self.pool, &append).await {
-            Ok(WorkflowAppendOutcome::Applied) => Ok(true),
-            Ok(_) => Ok(false),
-            Err(e) => Err(context_error(&e)),
-        }
+        applied(append_workflow_steps(&self.pool, &append).await)
+    }
+
+    async fn fill_fan_out(
+        &self,
+        fan_out: &str,
+        job_type: &str,
+        children: &[serde_json::Value],
+    ) -> Result<bool, JobContextError> {
+        let Some(filled_by) = self.step_key.as_deref() else {
+            return Err(JobContextError {
+                code: "workflow.not_a_workflow_step",
+                message: "this job is not a workflow step".to_owned(),
+            });
+        };
+        let fill = FanOutFill {
+            workflow_run_id: self.run_id,
+            organization_id: self.organization_id,
+            filled_by: StepKey::new(filled_by),
+            fan_out: StepKey::new(fan_out),
+            job_type: JobType::new(job_type),
+            children,
+        };
+        applied(fill_fan_out(&self.pool, &fill).await)
+    }
+}
+
+/// Whether a keyed change of a run was applied now (`false`: it had been before).
+fn applied(outcome: Result<WorkflowAppendOutcome, Error>) -> Result<bool, JobContextError> {
+    match outcome {
+        Ok(WorkflowAppendOutcome::Applied) => Ok(true),
+        Ok(_) => Ok(false),
+        Err(e) => Err(context_error(&e)),
     }
 }
 

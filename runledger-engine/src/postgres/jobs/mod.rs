@@ -9,6 +9,7 @@ mod continuation;
 mod definitions;
 mod detail;
 mod enqueue;
+mod fan_out;
 mod handler_access;
 mod handles;
 mod intents;
@@ -42,6 +43,7 @@ pub use definitions::{
     upsert_job_definition,
 };
 pub use enqueue::{EnqueuedJob, JobEnqueue, enqueue_job, enqueue_jobs};
+pub use fan_out::{FanOutFill, fill_fan_out};
 pub(crate) use handler_access::{PgJobServices, store_job_logs};
 pub use intents::{
     IntentPromotion, IntentPromotionPass, JOB_INTENT_CHANNEL, JobIntentListFilter,

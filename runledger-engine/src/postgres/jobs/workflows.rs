@@ -377,81 +377,15 @@ where
     let run_id = append.workflow_run_id;
     let mut conn = acquire.acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let guard = sqlx::query!(
-        r#"
-        SELECT current_setting('transaction_isolation') AS "level!",
-               CASE WHEN current_setting('transaction_isolation') IN ('read committed', 'read uncommitted')
-                    THEN runledger.workflow_try_release_lock($1) END AS free
-        "#,
-        run_id.0,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    Error::require_read_committed(&guard.level)?;
-    if guard.free == Some(false) {
-        return Err(Error::WorkflowConflict {
-            code: "workflow.release_conflict",
-            subject: key.to_owned(),
-        });
-    }
-    let run = sqlx::query!(
-        r#"
-        SELECT status AS "status: WorkflowRunStatus", organization_id
-        FROM runledger.workflow_runs
-        WHERE id = $1
-        FOR UPDATE
-        "#,
-        run_id.0,
-    )
-    .fetch_optional(&mut *tx)
-    .await?
-    .filter(|run| run.organization_id == append.organization_id)
-    .ok_or(Error::WorkflowRunNotFound { run_id })?;
-
     let request = crate::core::jobs::canonical_steps(&append.steps);
-    let recorded = sqlx::query_scalar!(
-        r#"
-        INSERT INTO runledger.workflow_run_mutations (workflow_run_id, mutation_key, mutation_type, request)
-        VALUES ($1, $2, 'APPEND_STEPS', $3)
-        ON CONFLICT (workflow_run_id, mutation_key) DO NOTHING
-        RETURNING id
-        "#,
-        run_id.0,
+    let mutation = RunMutation {
+        run_id,
+        organization_id: append.organization_id,
         key,
-        request,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    if recorded.is_none() {
-        let same = sqlx::query_scalar!(
-            r#"
-            SELECT (request = $3) AS "same!"
-            FROM runledger.workflow_run_mutations
-            WHERE workflow_run_id = $1 AND mutation_key = $2
-            "#,
-            run_id.0,
-            key,
-            request,
-        )
-        .fetch_one(&mut *tx)
-        .await?;
-        return if same {
-            Ok(WorkflowAppendOutcome::AlreadyApplied)
-        } else {
-            Err(Error::WorkflowConflict {
-                code: "workflow.append_conflicting_retry",
-                subject: key.to_owned(),
-            })
-        };
-    }
-    if !matches!(
-        run.status,
-        WorkflowRunStatus::Running | WorkflowRunStatus::WaitingForExternal
-    ) {
-        return Err(Error::WorkflowConflict {
-            code: "workflow.append_run_finished",
-            subject: key.to_owned(),
-        });
+        kind: "APPEND_STEPS",
+    };
+    if let Some(outcome) = mutation.begin(&mut tx, &request).await? {
+        return Ok(outcome);
     }
 
     let existing: HashMap<String, Uuid> = sqlx::query!(
@@ -473,6 +407,110 @@ where
     settle_new_steps(&mut tx, run_id.0, &step_ids).await?;
     tx.commit().await?;
     Ok(WorkflowAppendOutcome::Applied)
+}
+
+/// A keyed change to a running run (an append, a fan-out's fill): the run's release lock and
+/// row, and the record that makes the change idempotent.
+pub(super) struct RunMutation<'a> {
+    pub(super) run_id: WorkflowRunId,
+    pub(super) organization_id: Option<Uuid>,
+    pub(super) key: &'a str,
+    /// `workflow_run_mutations.mutation_type`.
+    pub(super) kind: &'static str,
+}
+
+impl RunMutation<'_> {
+    /// Takes the run's release lock (shared) and row lock in `tx` and records the mutation with
+    /// its `request`: `None` when it is new and the run may change, `AlreadyApplied` when the same
+    /// request was recorded under the key before. Fails with `workflow.release_conflict` while a
+    /// cancellation holds the run, `workflow.append_conflicting_retry` for another request
+    /// under the key, `workflow.append_run_finished` once the run has finished,
+    /// `validation.isolation_level_unsupported` outside READ COMMITTED, and
+    /// `workflow.run_not_found` for a run not of the caller's organization.
+    pub(super) async fn begin(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        request: &Value,
+    ) -> Result<Option<WorkflowAppendOutcome>> {
+        let (run_id, key) = (self.run_id, self.key);
+        let guard = sqlx::query!(
+            r#"
+            SELECT current_setting('transaction_isolation') AS "level!",
+                   CASE WHEN current_setting('transaction_isolation') IN ('read committed', 'read uncommitted')
+                        THEN runledger.workflow_try_release_lock($1) END AS free
+            "#,
+            run_id.0,
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        Error::require_read_committed(&guard.level)?;
+        if guard.free == Some(false) {
+            return Err(Error::WorkflowConflict {
+                code: "workflow.release_conflict",
+                subject: key.to_owned(),
+            });
+        }
+        let run = sqlx::query!(
+            r#"
+            SELECT status AS "status: WorkflowRunStatus", organization_id
+            FROM runledger.workflow_runs
+            WHERE id = $1
+            FOR UPDATE
+            "#,
+            run_id.0,
+        )
+        .fetch_optional(&mut *tx)
+        .await?
+        .filter(|run| run.organization_id == self.organization_id)
+        .ok_or(Error::WorkflowRunNotFound { run_id })?;
+
+        let recorded = sqlx::query_scalar!(
+            r#"
+            INSERT INTO runledger.workflow_run_mutations (workflow_run_id, mutation_key, mutation_type, request)
+            VALUES ($1, $2, $3, $4)
+            ON CONFLICT (workflow_run_id, mutation_key) DO NOTHING
+            RETURNING id
+            "#,
+            run_id.0,
+            key,
+            self.kind,
+            request,
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        if recorded.is_none() {
+            let same = sqlx::query_scalar!(
+                r#"
+                SELECT (request = $3) AS "same!"
+                FROM runledger.workflow_run_mutations
+                WHERE workflow_run_id = $1 AND mutation_key = $2
+                "#,
+                run_id.0,
+                key,
+                request,
+            )
+            .fetch_one(&mut *tx)
+            .await?;
+            return if same {
+                Ok(Some(WorkflowAppendOutcome::AlreadyApplied))
+            } else {
+                Err(Error::WorkflowConflict {
+                    code: "workflow.append_conflicting_retry",
+                    subject: key.to_owned(),
+                })
+            };
+        }
+        if !matches!(
+            run.status,
+            WorkflowRunStatus::Running | WorkflowRunStatus::WaitingForExternal
+        ) {
+            return Err(Error::WorkflowConflict {
+                code: "workflow.append_run_finished",
+                subject: key.to_owned(),
+            });
+        }
+        Ok(None)
+    }
 }
 
 /// The transaction's isolation level and the first job type without an enabled definition, read
@@ -832,11 +870,7 @@ pub async fn list_workflow_steps<'e>(
         .map(|row| WorkflowStepRecord {
             id: row.id,
             step_key: row.step_key,
-            kind: if row.step_kind == "EXTERNAL" {
-                WorkflowStepKind::External
-            } else {
-                WorkflowStepKind::Job
-            },
+            kind: WorkflowStepKind::from_stored(&row.step_kind).unwrap_or(WorkflowStepKind::Job),
             job_type: row.job_type,
             status: row.status,
             job_id: row.job_id,

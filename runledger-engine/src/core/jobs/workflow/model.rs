@@ -39,7 +39,7 @@ pub struct WorkflowStepDependency<'a> {
     pub condition: WorkflowDependencyCondition,
 }
 
-/// What a step does (serialized as stored: `JOB`, `EXTERNAL`).
+/// What a step does (serialized as stored: `JOB`, `EXTERNAL`, `FAN_OUT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum WorkflowStepKind {
@@ -47,6 +47,10 @@ pub enum WorkflowStepKind {
     Job,
     /// Waits until completed from outside with `complete_external_workflow_step`.
     External,
+    /// Runs no job: one of its prerequisites fills it with children (`fill_fan_out`), and it
+    /// finishes once they and its other prerequisites have, with their outputs in order, or
+    /// failed with `workflow.fan_out_failed` when a child did not succeed.
+    FanOut,
 }
 
 impl WorkflowStepKind {
@@ -55,7 +59,15 @@ impl WorkflowStepKind {
         match self {
             Self::Job => "JOB",
             Self::External => "EXTERNAL",
+            Self::FanOut => "FAN_OUT",
         }
+    }
+
+    /// The kind stored as `stored` (`None`: no kind is stored so).
+    pub fn from_stored(stored: &str) -> Option<Self> {
+        [Self::Job, Self::External, Self::FanOut]
+            .into_iter()
+            .find(|kind| kind.as_str() == stored)
     }
 }
 
@@ -115,9 +127,20 @@ impl<'a> WorkflowStepEnqueue<'a> {
 
     /// An external step with no dependencies.
     pub fn external(step_key: StepKey<'a>) -> Self {
+        Self::without_job(step_key, WorkflowStepKind::External)
+    }
+
+    /// A fan-out step with no dependencies: declare the step that fills it
+    /// (`fill_fan_out`) as its prerequisite.
+    pub fn fan_out(step_key: StepKey<'a>) -> Self {
+        Self::without_job(step_key, WorkflowStepKind::FanOut)
+    }
+
+    /// A step of a kind that runs no job, with no dependencies.
+    fn without_job(step_key: StepKey<'a>, kind: WorkflowStepKind) -> Self {
         Self {
             step_key,
-            kind: WorkflowStepKind::External,
+            kind,
             job_type: None,
             payload: Cow::Owned(json!({})),
             priority: None,
@@ -203,8 +226,9 @@ pub enum WorkflowValidationError {
         /// A step on the cycle.
         step_key: String,
     },
-    /// An external step carries job settings (type, payload, priority, attempts, timeout).
-    #[error("external step `{step_key}` cannot carry job settings")]
+    /// An external or fan-out step carries job settings (type, payload, priority, attempts,
+    /// timeout).
+    #[error("step `{step_key}` runs no job and cannot carry job settings")]
     ExternalStepWithJobSettings {
         /// The key.
         step_key: String,
@@ -355,7 +379,7 @@ impl WorkflowStepEnqueue<'_> {
         self.step_key.validate()?;
         let key = || self.step_key.to_string();
         match self.kind {
-            WorkflowStepKind::External => {
+            WorkflowStepKind::External | WorkflowStepKind::FanOut => {
                 let has_payload =
                     !matches!(self.payload.as_ref(), Value::Object(map) if map.is_empty());
                 if self.job_type.is_some()
