@@ -56,7 +56,6 @@ use tokio::sync::mpsc;
 
 const BENCH_DB: &str = "runledger_bench";
 const JOB_TYPE: &str = "bench.noop";
-const FAN_OUT: usize = 1_000;
 
 /// Throughput and latency of Runledger beside a raw-SQL ceiling, in one run.
 #[derive(clap::Parser)]
@@ -95,12 +94,20 @@ struct Options {
     /// table, as retention keeps a day of history, against the empty table of the same run.
     #[arg(long, default_value_t = 0)]
     finished_jobs: usize,
+    /// Middle steps of the `1 -> N -> 1` workflow measures (engine steps, against the same
+    /// number of plain jobs).
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    workflow_width: Vec<usize>,
     /// Children of the typed fan-out measures (a `#[workflow]` with a `FanOut` step, against
     /// the same number of plain jobs).
     #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
     typed_fan_out: Vec<u32>,
+    /// Children of the large fan-out run by a worker process whose peak memory is measured
+    /// (its join reads them in pages, `Chunks`); 0 skips it.
+    #[arg(long, default_value_t = 100_000)]
+    large_fan_out: u32,
     /// Run one measure alone (with its ceiling), for profiling: `burn-down` (the ceiling and
-    /// burn-down at the defaults), `workflow`, `typed-fan-out` or `pickup`.
+    /// burn-down at the defaults), `workflow`, `typed-fan-out`, `large-fan-out` or `pickup`.
     #[arg(long, value_enum)]
     only: Option<Only>,
     /// Run as a worker process of the scale-out and memory measures (internal).
@@ -114,6 +121,7 @@ enum Only {
     BurnDown,
     Workflow,
     TypedFanOut,
+    LargeFanOut,
     Pickup,
     ScaleOut,
 }
@@ -132,11 +140,16 @@ async fn run_only(
             println!("burn-down at defaults: {}", rate.row(&ceiling));
         }
         Only::Workflow => {
-            let (fan_out, plain) = fan_out_fan_in(pool).await?;
-            println!(
-                "workflow: {:.2} x the plain jobs (medians of {FAN_OUT_ROUNDS} rounds)",
-                fan_out.as_secs_f64() / plain.as_secs_f64()
-            );
+            for &width in &options.workflow_width {
+                let (fan_out, plain) = fan_out_fan_in(pool, width).await?;
+                println!(
+                    "workflow 1 -> {width} -> 1: {:.2} x the plain jobs (medians of {FAN_OUT_ROUNDS} rounds)",
+                    fan_out.as_secs_f64() / plain.as_secs_f64()
+                );
+            }
+        }
+        Only::LargeFanOut => {
+            typed_fan_out::large_fan_out(pool, options.large_fan_out).await?;
         }
         Only::TypedFanOut => {
             for &children in &options.typed_fan_out {
@@ -282,7 +295,10 @@ async fn main() -> Result<(), BoxError> {
     let batch = batch_enqueue(&pool, &meter, options.jobs, 0).await?;
     let single = single_enqueue(&pool, &meter, options.jobs).await?;
     let pickup = pickup_latency(&pool, &options).await?;
-    let (fan_out, plain) = fan_out_fan_in(&pool).await?;
+    let mut workflows = Vec::new();
+    for &width in &options.workflow_width {
+        workflows.push((width, fan_out_fan_in(&pool, width).await?));
+    }
     let mut typed = Vec::new();
     for &children in &options.typed_fan_out {
         typed.push((
@@ -290,6 +306,11 @@ async fn main() -> Result<(), BoxError> {
             typed_fan_out::typed_fan_out(&pool, children).await?,
         ));
     }
+    let large = if options.large_fan_out > 0 {
+        Some(typed_fan_out::large_fan_out(&pool, options.large_fan_out).await?)
+    } else {
+        None
+    };
     let mut scale = Vec::new();
     for &processes in &options.scale_out {
         scale.push((
@@ -336,16 +357,15 @@ async fn main() -> Result<(), BoxError> {
         "| pickup latency p50 / p99, idle worker, defaults | {} | | |",
         pickup.describe()
     );
-    println!(
-        "| workflow 1 -> {FAN_OUT} -> 1 no-op steps, defaults, median of {FAN_OUT_ROUNDS} | {:.0} ms | {:.2} x the plain jobs | |",
-        fan_out.as_secs_f64() * 1e3,
-        fan_out.as_secs_f64() / plain.as_secs_f64()
-    );
-    println!(
-        "| {} plain no-op jobs, same worker, median of {FAN_OUT_ROUNDS} | {:.0} ms | | |",
-        FAN_OUT + 2,
-        plain.as_secs_f64() * 1e3
-    );
+    for (width, (fan_out, plain)) in &workflows {
+        println!(
+            "| workflow 1 -> {width} -> 1 no-op steps, defaults, median of {FAN_OUT_ROUNDS} | {:.0} ms | {:.2} x {} plain jobs ({:.0} ms) | |",
+            fan_out.as_secs_f64() * 1e3,
+            fan_out.as_secs_f64() / plain.as_secs_f64(),
+            width + 2,
+            plain.as_secs_f64() * 1e3
+        );
+    }
     for (children, (fan_out, plain)) in &typed {
         println!(
             "| typed `FanOut` of {children} children (`#[workflow]`, `#[output]` join), defaults, median of 5 | {:.0} ms | {:.2} x {} plain jobs ({:.0} ms) | |",
@@ -354,6 +374,9 @@ async fn main() -> Result<(), BoxError> {
             children + 2,
             plain.as_secs_f64() * 1e3
         );
+    }
+    if let Some(large) = &large {
+        println!("| {} | | | |", large.describe());
     }
     if let Some((first, reference)) = scale.first() {
         for (processes, rate) in &scale {
@@ -765,11 +788,11 @@ const FAN_OUT_ROUNDS: usize = 5;
 /// Untimed workflows that warm the worker's connections before the rounds.
 const FAN_OUT_WARM_UPS: usize = 3;
 
-/// Time to finish a 1 -> 1,000 -> 1 workflow of no-op steps, against 1,002 plain no-op jobs
+/// Time to finish a 1 -> `width` -> 1 workflow of no-op steps, against `width` + 2 plain no-op jobs
 /// through the same worker at the default settings, both from enqueue to the last completion:
 /// the median of [`FAN_OUT_ROUNDS`] rounds, each timing one of both (one sample of each swung
 /// the ratio from 1.3 to 3.7 on the 2-core machine of docs/benchmarks.md).
-async fn fan_out_fan_in(pool: &PgPool) -> Result<(Duration, Duration), BoxError> {
+async fn fan_out_fan_in(pool: &PgPool, width: usize) -> Result<(Duration, Duration), BoxError> {
     reset(pool).await?;
     let mut registry = JobRegistry::new();
     registry.register(Noop { started: None })?;
@@ -782,7 +805,7 @@ async fn fan_out_fan_in(pool: &PgPool) -> Result<(Duration, Duration), BoxError>
         .build()?;
 
     let empty = json!({});
-    let keys = middle_keys(FAN_OUT);
+    let keys = middle_keys(width);
     let run = fan_out_run(&keys, &empty)?;
     // Every job the worker runs here succeeds: the successes expected so far.
     let mut expected = 0;
@@ -797,13 +820,13 @@ async fn fan_out_fan_in(pool: &PgPool) -> Result<(Duration, Duration), BoxError>
     successes.wait_for(expected, || drained(pool)).await?;
     for _ in 0..FAN_OUT_WARM_UPS {
         run_workflow(pool, &run).await?;
-        expected += FAN_OUT + 2;
+        expected += width + 2;
     }
     let (mut fan_outs, mut plains) = (Vec::new(), Vec::new());
     for _ in 0..FAN_OUT_ROUNDS {
         settle_connections().await;
         let (fan_out, enqueue) = run_workflow(pool, &run).await?;
-        expected += FAN_OUT + 2;
+        expected += width + 2;
         println!(
             "fan-out/fan-in: {:.0} ms (its enqueue {:.0} ms)",
             fan_out.as_secs_f64() * 1e3,
@@ -811,8 +834,8 @@ async fn fan_out_fan_in(pool: &PgPool) -> Result<(Duration, Duration), BoxError>
         );
         settle_connections().await;
         let begun = Instant::now();
-        enqueue_batches(pool, FAN_OUT + 2).await?;
-        expected += FAN_OUT + 2;
+        enqueue_batches(pool, width + 2).await?;
+        expected += width + 2;
         successes.wait_for(expected, || drained(pool)).await?;
         let plain = begun.elapsed();
         println!("plain jobs: {:.0} ms", plain.as_secs_f64() * 1e3);
@@ -978,8 +1001,8 @@ fn database_url_of_bench() -> String {
     }
 }
 
-/// A worker process: connects, says READY, starts a Supervisor at the default settings on
-/// "go", prints how many successes it committed as that grows (at most once a millisecond),
+/// A worker process: connects, says READY, starts a `runledger::Worker` running this binary's
+/// `#[job]`s at the default settings on "go", prints how many successes it committed as that grows (at most once a millisecond),
 /// runs until its input closes, then prints its peak memory.
 async fn worker_process(worker_id: &str) -> Result<(), BoxError> {
     let url = database_url();
@@ -995,13 +1018,8 @@ async fn worker_process(worker_id: &str) -> Result<(), BoxError> {
     if input.next_line().await?.as_deref() != Some("go") {
         return Ok(());
     }
-    let mut registry = JobRegistry::new();
-    registry.register(Noop { started: None })?;
     let successes = Successes::default();
-    let supervisor = Supervisor::builder(&pool, config)?
-        .with_registry(registry)
-        .with_job_lifecycle_observer(successes.clone())
-        .build()?;
+    let running = start_typed_worker(&pool, config, &successes).await?;
     let reporter = tokio::spawn(async move {
         let mut seen = 0;
         loop {
@@ -1012,9 +1030,7 @@ async fn worker_process(worker_id: &str) -> Result<(), BoxError> {
     });
     while input.next_line().await?.is_some() {}
     reporter.abort();
-    supervisor
-        .shutdown_with_timeout(Duration::from_secs(30))
-        .await?;
+    running.shutdown().await?;
     pool.close().await;
     println!("RSS {}", peak_rss().unwrap_or(0));
     Ok(())

@@ -1,6 +1,8 @@
 //! The typed fan-out as users write it: a `#[workflow]` whose root fills a `FanOut<Child>` of
 //! N children and whose join reads their outputs as an `#[output(..)]` `Vec`, drained by
-//! `runledger::Worker` at the defaults, against N + 2 plain jobs through the same worker.
+//! `runledger::Worker` at the defaults, against N + 2 plain jobs through the same worker; and a
+//! large fan-out whose join reads its children's outputs in pages (`Chunks`), run by a worker
+//! process whose peak memory is measured.
 
 use std::time::{Duration, Instant};
 
@@ -10,7 +12,8 @@ use runledger_bench::{BoxError, quantiles};
 use sqlx::PgPool;
 
 use super::{
-    Settings, drained, enqueue_batches, reset, settle_connections, start_typed_worker, worker_pool,
+    Settings, drained, enqueue_batches, finish, go, reset, settle_connections, start_typed_worker,
+    start_worker_processes, worker_pool,
 };
 
 /// Rounds: each times one fan-out, then the plain jobs.
@@ -110,4 +113,96 @@ pub(super) async fn typed_fan_out(
     let [fan_out] = quantiles(fan_outs, [0.5]);
     let [plain] = quantiles(plains, [0.5]);
     Ok((fan_out, plain))
+}
+
+/// The join of the large fan-out: counts its children's outputs, a page at a time.
+#[job(name = "bench.fan.count")]
+async fn fan_count(#[output(Large::KIDS)] mut outputs: Chunks<u32>) -> Result<usize, JobError> {
+    let mut count = 0;
+    while let Some(page) = outputs.next().await? {
+        count += page.len();
+    }
+    Ok(count)
+}
+
+/// root -> kids (N children) -> count, reading the children's outputs in pages.
+#[workflow(name = "bench.fan.large")]
+struct Large {
+    root: FanRoot,
+    #[after(root)]
+    kids: FanOut<FanChild>,
+    #[after(kids)]
+    #[result]
+    count: FanCount,
+}
+
+/// What the large fan-out measured.
+pub(super) struct LargeFanOut {
+    children: u32,
+    elapsed: Duration,
+    peak_rss: u64,
+    database_growth: i64,
+}
+
+impl LargeFanOut {
+    pub(super) fn describe(&self) -> String {
+        format!(
+            "typed `FanOut` of {} children, `Chunks` join, one worker process at the defaults: {:.1} s, worker peak memory (VmHWM) {:.1} MiB, database growth {:.0} MiB",
+            self.children,
+            self.elapsed.as_secs_f64(),
+            self.peak_rss as f64 / (1024.0 * 1024.0),
+            self.database_growth as f64 / (1024.0 * 1024.0)
+        )
+    }
+}
+
+/// One fan-out of `children` through one worker process at the defaults, from enqueue to the
+/// run's result: its wall time, the worker process's peak memory, and how much the database
+/// grew.
+pub(super) async fn large_fan_out(pool: &PgPool, children: u32) -> Result<LargeFanOut, BoxError> {
+    reset(pool).await?;
+    let size = || async {
+        sqlx::query_scalar::<_, i64>("SELECT pg_database_size(current_database())")
+            .fetch_one(pool)
+            .await
+    };
+    // The job definitions, synced as the worker process syncs them when it starts.
+    runledger::Worker::builder(pool)
+        .schema(runledger::SchemaMode::Skip)
+        .build()?
+        .prepare()
+        .await?;
+    let before = size().await?;
+    let successes = Successes::default();
+    let workers = go(start_worker_processes(1, 0).await?, &successes).await?;
+    let begun = Instant::now();
+    let run = Large {
+        root: FanRoot { children },
+        kids: FanOut::new(),
+        count: FanCount {},
+    }
+    .enqueue(pool)
+    .await?;
+    let counted = run
+        .result(pool, Wait::up_to(Duration::from_secs(1800)))
+        .await?;
+    let elapsed = begun.elapsed();
+    if counted != children as usize {
+        return Err(format!("the join counted {counted} outputs of {children}").into());
+    }
+    let database_growth = size().await? - before;
+    let reports = finish(workers).await?;
+    let peak_rss = reports
+        .iter()
+        .filter_map(|line| line.strip_prefix("RSS "))
+        .find_map(|bytes| bytes.trim().parse().ok())
+        .ok_or("the worker process reported no memory figure")?;
+    let measured = LargeFanOut {
+        children,
+        elapsed,
+        peak_rss,
+        database_growth,
+    };
+    println!("{}", measured.describe());
+    Ok(measured)
 }

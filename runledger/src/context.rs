@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::engine::core::jobs::{
-    self as engine_jobs, JobContextError, JobId, JobLogLevel, JobProgressUpdate, JobType,
-    WorkflowRunId,
+    self as engine_jobs, FanOutPage, JobContextError, JobId, JobLogLevel, JobProgressUpdate,
+    JobType, WorkflowRunId,
 };
 use crate::error::JobError;
 
@@ -299,26 +299,42 @@ impl JobContext {
         &self,
         keys: &[String],
     ) -> Result<Vec<Option<Value>>, JobError> {
-        self.inner.prerequisite_outputs(keys).await.map_err(|e| {
-            let error = if e.code.starts_with("workflow.") {
-                JobError::terminal(&e.message)
-            } else {
-                JobError::retryable(&e.message)
-            };
-            error.with_code(e.code)
-        })
+        self.inner
+            .prerequisite_outputs(keys)
+            .await
+            .map_err(|e| coded_error(e.code, &e.message))
+    }
+
+    /// Up to `limit` stored outputs of the children of fan-out `key`, a prerequisite, from
+    /// child `from` on, with the number of children (for [`Chunks`](crate::Chunks)).
+    pub(crate) async fn fan_out_outputs(
+        &self,
+        key: &str,
+        from: u64,
+        limit: u64,
+    ) -> Result<FanOutPage, JobError> {
+        self.inner
+            .fan_out_outputs(key, from, limit)
+            .await
+            .map_err(|e| coded_error(e.code, &e.message))
     }
 }
 
 /// A context call that failed: a workflow problem is terminal (a retry would meet it again);
 /// storage problems and a lost lease are retryable.
 pub(crate) fn context_error(e: &JobContextError) -> JobError {
-    let error = if e.code.starts_with("workflow.") {
-        JobError::terminal(&e.message)
+    coded_error(e.code, &e.message)
+}
+
+/// A failed context call's error with its `code`: terminal for a workflow problem, retryable
+/// otherwise.
+fn coded_error(code: &'static str, message: &str) -> JobError {
+    let error = if code.starts_with("workflow.") {
+        JobError::terminal(message)
     } else {
-        JobError::retryable(&e.message)
+        JobError::retryable(message)
     };
-    error.with_code(e.code)
+    error.with_code(code)
 }
 
 impl From<engine_jobs::JobContext> for JobContext {

@@ -139,3 +139,102 @@ impl JobContext {
         Ok(children.len())
     }
 }
+
+/// The outputs of a [`FanOut`]'s children read a page at a time, for a join whose fan-out is
+/// too large to hold at once: declare the argument as `#[output(W::FIELD)] outputs: Chunks<T>`
+/// where `W::FIELD` is a `FanOut<J>` and `T` is `J::Output`. Each [`next`](Self::next) reads
+/// one page (1,000 outputs unless [`page_size`](Self::page_size) says otherwise) with one
+/// query; nothing is read before the first call.
+///
+/// ```
+/// use runledger::prelude::*;
+///
+/// #[job] async fn measure(n: u64) -> Result<u64, JobError> { Ok(n * 2) }
+///
+/// #[job]
+/// async fn plan(ctx: JobContext, count: u64) -> Result<usize, JobError> {
+///     ctx.fan_out(Survey::SAMPLES, (0..count).map(|n| Measure { n })).await
+/// }
+///
+/// #[job]
+/// async fn sum(#[output(Survey::SAMPLES)] mut samples: Chunks<u64>) -> Result<u64, JobError> {
+///     let mut total = 0;
+///     while let Some(page) = samples.next().await? {
+///         total += page.iter().sum::<u64>();
+///     }
+///     Ok(total)
+/// }
+///
+/// #[workflow(name = "docs.survey")]
+/// struct Survey {
+///     plan: Plan,
+///     #[after(plan)]
+///     samples: FanOut<Measure>,
+///     #[after(samples)]
+///     #[result]
+///     sum: Sum,
+/// }
+/// # let _ = Survey { plan: Plan { count: 3 }, samples: FanOut::new(), sum: Sum {} };
+/// ```
+pub struct Chunks<T> {
+    ctx: JobContext,
+    key: &'static str,
+    next: u64,
+    page: u64,
+    _outputs: PhantomData<fn() -> T>,
+}
+
+/// Children's outputs read per page by [`Chunks`], unless [`Chunks::page_size`] says otherwise.
+const CHUNK: u64 = 1_000;
+
+impl<T: serde::de::DeserializeOwned> Chunks<T> {
+    pub(crate) fn new(ctx: JobContext, key: &'static str) -> Self {
+        Self {
+            ctx,
+            key,
+            next: 0,
+            page: CHUNK,
+            _outputs: PhantomData,
+        }
+    }
+
+    /// Reads `size` outputs per page from now on (at least one).
+    #[must_use]
+    pub fn page_size(mut self, size: u64) -> Self {
+        self.page = size.max(1);
+        self
+    }
+
+    /// The next page of outputs, in the children's order; `None` once every child's output
+    /// has been read. A page that cannot be read (the database) fails retryably, an output
+    /// that does not decode into `T` terminally with `job.output_invalid`.
+    pub async fn next(&mut self) -> Result<Option<Vec<T>>, JobError> {
+        let page = self
+            .ctx
+            .fan_out_outputs(self.key, self.next, self.page)
+            .await?;
+        if page.outputs.is_empty() {
+            return Ok(None);
+        }
+        self.next += page.outputs.len() as u64;
+        let key = self.key;
+        page.outputs
+            .into_iter()
+            .map(|stored| {
+                crate::output::decode(key, stored)
+                    .map_err(|e| JobError::coded_terminal("job.output_invalid", e))
+            })
+            .collect::<Result<Vec<T>, JobError>>()
+            .map(Some)
+    }
+}
+
+impl<T> fmt::Debug for Chunks<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Chunks")
+            .field("fan_out", &self.key)
+            .field("next", &self.next)
+            .field("page", &self.page)
+            .finish()
+    }
+}

@@ -175,6 +175,7 @@ pub struct ReadDecl {
     pub(crate) workflow: &'static str,
     pub(crate) key: &'static str,
     pub(crate) optional: bool,
+    pub(crate) paged: bool,
 }
 
 impl ReadDecl {

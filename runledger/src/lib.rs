@@ -124,7 +124,7 @@ pub use context::JobContext;
 pub use continuation::Continuation;
 pub use enqueue_options::EnqueueOptions;
 pub use error::{Error, JobError};
-pub use fan_out::FanOut;
+pub use fan_out::{Chunks, FanOut};
 pub use job::{IntentHandle, Job, JobHandle, enqueue_batch, enqueue_batch_with};
 pub use step::{External, Step, WorkflowStep};
 pub use worker::{RunningWorker, SchemaMode, Worker, WorkerBuilder};

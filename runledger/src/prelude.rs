@@ -11,6 +11,6 @@
 //! ```
 
 pub use crate::{
-    EnqueueOptions, External, FanOut, Job, JobContext, JobError, JobProgressUpdate, Step, Wait,
-    Worker, Workflow, WorkflowHandle, WorkflowOptions, job, schedule, workflow,
+    Chunks, EnqueueOptions, External, FanOut, Job, JobContext, JobError, JobProgressUpdate, Step,
+    Wait, Worker, Workflow, WorkflowHandle, WorkflowOptions, job, schedule, workflow,
 };

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::context::JobContext;
 use crate::error::JobError;
-use crate::fan_out::FanOut;
+use crate::fan_out::{Chunks, FanOut};
 use crate::job::{Job, ReadDecl};
 use crate::output;
 use crate::step::{External, Step, WorkflowStep};
@@ -33,11 +33,13 @@ where
         workflow: W::NAME,
         key: step.key(),
         optional: T::OPTIONAL,
+        paged: T::PAGED,
     }
 }
 
-/// The type an `#[output(..)]` argument can have for a step whose output is `O`: `O` itself,
-/// or `Option<O>`, which reads `None` when the step stored no output (it did not succeed).
+/// The type an `#[output(..)]` argument can have for a step whose output is `O`: `O` itself;
+/// `Option<O>`, which reads `None` when the step stored no output (it did not succeed); or, for
+/// a [`FanOut`]'s `Vec<T>`, [`Chunks<T>`], which reads the children's outputs a page at a time.
 #[diagnostic::on_unimplemented(
     message = "an `#[output(..)]` argument of type `{Self}` cannot hold this step's output, `{O}`",
     label = "the step produces `{O}`",
@@ -47,52 +49,84 @@ pub trait StepOutput<O>: Sized {
     /// Whether a missing output reads as `None`.
     const OPTIONAL: bool;
 
-    /// Decodes the stored output of step `key` (`None`: it stored none).
-    fn decode(key: &str, stored: Option<Value>) -> Result<Self, JobError>;
+    /// Whether the argument reads its pages itself, so nothing is fetched for it before the fn
+    /// runs.
+    const PAGED: bool = false;
+
+    /// The argument for step `key`, from the outputs fetched before the fn runs.
+    fn read(key: &'static str, outputs: &mut ReadOutputs) -> Result<Self, JobError>;
 }
 
 impl<O: DeserializeOwned> StepOutput<O> for O {
     const OPTIONAL: bool = false;
 
-    fn decode(key: &str, stored: Option<Value>) -> Result<Self, JobError> {
-        output::decode(key, stored).map_err(|e| JobError::coded_terminal("job.output_invalid", e))
+    fn read(key: &'static str, outputs: &mut ReadOutputs) -> Result<Self, JobError> {
+        decode(key, outputs.take(key))
     }
 }
 
 impl<O: DeserializeOwned> StepOutput<O> for Option<O> {
     const OPTIONAL: bool = true;
 
-    fn decode(key: &str, stored: Option<Value>) -> Result<Self, JobError> {
-        match stored {
-            None => Ok(None),
-            stored => O::decode(key, stored).map(Some),
-        }
+    fn read(key: &'static str, outputs: &mut ReadOutputs) -> Result<Self, JobError> {
+        outputs
+            .take(key)
+            .map(|stored| decode(key, Some(stored)))
+            .transpose()
     }
 }
 
+impl<T: DeserializeOwned> StepOutput<Vec<T>> for Chunks<T> {
+    const OPTIONAL: bool = false;
+    const PAGED: bool = true;
+
+    fn read(key: &'static str, outputs: &mut ReadOutputs) -> Result<Self, JobError> {
+        Ok(Chunks::new(outputs.ctx.clone(), key))
+    }
+}
+
+/// Decodes the stored output of step `key` (`None`: it stored none).
+fn decode<O: DeserializeOwned>(key: &str, stored: Option<Value>) -> Result<O, JobError> {
+    output::decode(key, stored).map_err(|e| JobError::coded_terminal("job.output_invalid", e))
+}
+
 /// The stored outputs of a job's `#[output(..)]` reads, fetched together before the fn runs,
-/// one entry per read in the order of `Job::READS` (generated code only). Each read takes its
-/// entry, so no output is held twice or kept while the fn runs.
+/// one entry per read in the order of `Job::READS` (paged reads have none: they read their
+/// pages themselves), and the context paged reads read with (generated code only). Each read
+/// takes its entry, so no output is held twice or kept while the fn runs.
 #[doc(hidden)]
-pub struct ReadOutputs(Vec<(&'static str, Option<Option<Value>>)>);
+pub struct ReadOutputs {
+    ctx: JobContext,
+    fetched: Vec<(&'static str, Option<Option<Value>>)>,
+}
 
 impl ReadOutputs {
-    /// Reads the outputs of every step in `reads` with one statement.
+    /// Reads the outputs of every step in `reads` that is not paged, with one statement.
     pub async fn fetch(ctx: &JobContext, reads: &[ReadDecl]) -> Result<Self, JobError> {
-        let keys: Vec<String> = reads.iter().map(|read| read.key.to_owned()).collect();
-        let stored = ctx.prerequisite_outputs(&keys).await?;
-        Ok(Self(
-            reads
-                .iter()
+        let keys: Vec<&'static str> = reads
+            .iter()
+            .filter(|read| !read.paged)
+            .map(|read| read.key)
+            .collect();
+        let stored = if keys.is_empty() {
+            Vec::new()
+        } else {
+            let owned: Vec<String> = keys.iter().map(|key| (*key).to_owned()).collect();
+            ctx.prerequisite_outputs(&owned).await?
+        };
+        Ok(Self {
+            ctx: ctx.clone(),
+            fetched: keys
+                .into_iter()
                 .zip(stored)
-                .map(|(read, output)| (read.key, Some(output)))
+                .map(|(key, output)| (key, Some(output)))
                 .collect(),
-        ))
+        })
     }
 
     /// Takes the first entry of step `key` not taken yet (`None`: the step stored no output).
     fn take(&mut self, key: &str) -> Option<Value> {
-        self.0
+        self.fetched
             .iter_mut()
             .find(|(fetched, entry)| *fetched == key && entry.is_some())
             .and_then(|(_, entry)| entry.take())
@@ -133,8 +167,7 @@ where
     T: StepOutput<S::Output>,
 {
     fn read_output(&self, outputs: &mut ReadOutputs) -> Result<T, JobError> {
-        let key = self.step.key();
-        T::decode(key, outputs.take(key))
+        T::read(self.step.key(), outputs)
     }
 }
 

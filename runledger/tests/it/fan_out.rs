@@ -167,3 +167,101 @@ async fn fanning_out_outside_a_workflow_fails_terminally(pool: PgPool) {
         Some("workflow.not_a_workflow_step")
     );
 }
+
+#[job(name = "it.fan.paged_sum")]
+async fn paged_sum(#[output(Paged::PAGES)] squares: Chunks<u64>) -> Result<(u64, usize), JobError> {
+    let mut squares = squares.page_size(7);
+    let (mut total, mut pages) = (0, 0);
+    while let Some(page) = squares.next().await? {
+        assert!(page.len() <= 7);
+        total += page.iter().sum::<u64>();
+        pages += 1;
+    }
+    Ok((total, pages))
+}
+
+#[workflow(name = "it.fan.paged")]
+struct Paged {
+    plan: Plan,
+    #[after(plan)]
+    pages: FanOut<Square>,
+    #[after(pages)]
+    #[result]
+    sum: PagedSum,
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_join_reads_the_childrens_outputs_a_page_at_a_time(pool: PgPool) {
+    prepare(&pool).await.unwrap();
+    let run = Paged {
+        plan: Plan {
+            first: 0,
+            count: 100,
+        },
+        pages: FanOut::new(),
+        sum: PagedSum {},
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap();
+    drain_with(
+        &pool,
+        DrainOptions::new().include_delayed_for(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    let (total, pages) = run.result(&pool, wait()).await.unwrap();
+    assert_eq!(total, (0..100).map(|n| n * n).sum::<u64>());
+    assert_eq!(pages, 15, "100 outputs in pages of 7");
+}
+
+#[job(name = "it.fan.outsider")]
+async fn outsider(ctx: JobContext) -> Result<usize, JobError> {
+    ctx.fan_out(Stray::PAGES, [Square { n: 2 }]).await
+}
+
+#[job(name = "it.fan.noop")]
+async fn noop() -> Result<(), JobError> {
+    Ok(())
+}
+
+/// `outsider` fills `pages` but is not its prerequisite.
+#[workflow(name = "it.fan.stray")]
+struct Stray {
+    first: Noop,
+    #[after(first)]
+    pages: FanOut<Square>,
+    outsider: Outsider,
+}
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn only_a_prerequisite_of_a_fan_out_can_fill_it(pool: PgPool) {
+    prepare(&pool).await.unwrap();
+    let run = Stray {
+        first: Noop {},
+        pages: FanOut::new(),
+        outsider: Outsider {},
+    }
+    .enqueue(&pool)
+    .await
+    .unwrap();
+    drain_with(
+        &pool,
+        DrainOptions::new().include_delayed_for(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    let steps = list_workflow_steps(&pool, run.id(), TenantScope::Admin)
+        .await
+        .unwrap();
+    let step = |key: &str| steps.iter().find(|s| s.step_key == key).unwrap();
+    assert_eq!(step("outsider").status, WorkflowStepStatus::Failed);
+    assert_eq!(
+        step("outsider").last_error_code.as_deref(),
+        Some("workflow.fan_out_filler_not_prerequisite")
+    );
+    // Its filler never filled it: the fan-out closed empty once `first` succeeded.
+    assert_eq!(step("pages").status, WorkflowStepStatus::Succeeded);
+    assert_eq!(step("pages").output, Some(serde_json::json!([])));
+    assert_eq!(steps.len(), 3, "no child was added");
+}

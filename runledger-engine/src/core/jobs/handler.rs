@@ -230,6 +230,25 @@ impl JobContext {
             }),
         }
     }
+    /// Up to `limit` stored outputs of the children of `fan_out`, a fan-out step among this
+    /// step's prerequisites, from child `from` on, with the number of children: one query per
+    /// page, so a join reads any number of children in bounded memory. Fails like
+    /// [`prerequisite_outputs`](Self::prerequisite_outputs), and with
+    /// `workflow.fan_out_not_found` when `fan_out` is not a fan-out step.
+    pub async fn fan_out_outputs(
+        &self,
+        fan_out: &str,
+        from: u64,
+        limit: u64,
+    ) -> Result<FanOutPage, StepOutputError> {
+        match &self.step_outputs {
+            Some(outputs) => outputs.0.fan_out_outputs(fan_out, from, limit).await,
+            None => Err(StepOutputError {
+                code: "workflow.not_a_workflow_step",
+                message: "this job is not a workflow step".to_owned(),
+            }),
+        }
+    }
 }
 
 /// Reads the stored outputs of a workflow step's prerequisites (implemented by the runtime on
@@ -241,6 +260,33 @@ pub trait StepOutputReader: Send + Sync + 'static {
         &self,
         step_keys: &[String],
     ) -> Result<Vec<Option<Value>>, StepOutputError>;
+
+    /// Up to `limit` outputs of the children of prerequisite fan-out `fan_out`, from child
+    /// `from` on.
+    async fn fan_out_outputs(
+        &self,
+        fan_out: &str,
+        from: u64,
+        limit: u64,
+    ) -> Result<FanOutPage, StepOutputError>;
+}
+
+/// A page of the outputs of a fan-out's children ([`JobContext::fan_out_outputs`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct FanOutPage {
+    /// How many children the fan-out has.
+    pub children: u64,
+    /// The stored outputs of the children asked for, in order (`None`: a child without
+    /// output); empty past the last child.
+    pub outputs: Vec<Option<Value>>,
+}
+
+impl FanOutPage {
+    /// A page of `outputs` of a fan-out of `children` children.
+    pub fn new(children: u64, outputs: Vec<Option<Value>>) -> Self {
+        Self { children, outputs }
+    }
 }
 
 /// A shared [`StepOutputReader`].

@@ -15,9 +15,9 @@ pub use definition::JobDefaults;
 pub(crate) use fresh_ids::{fresh_uuid, fresh_uuids};
 pub(crate) use handler::JobServices;
 pub use handler::{
-    JobCompletion, JobContext, JobContextError, JobContinuation, JobFailure, JobHandler,
-    JobProgressSink, JobProgressUpdate, JobProgressWriter, StepOutputError, StepOutputReader,
-    StepOutputs, WorkflowAppender, WorkflowStepAppender,
+    FanOutPage, JobCompletion, JobContext, JobContextError, JobContinuation, JobFailure,
+    JobHandler, JobProgressSink, JobProgressUpdate, JobProgressWriter, StepOutputError,
+    StepOutputReader, StepOutputs, WorkflowAppender, WorkflowStepAppender,
 };
 pub use identifiers::{
     IdentifierError, JobType, MAX_IDENTIFIER_CHARS, NAME_CHARACTERS, NameError, StepKey,

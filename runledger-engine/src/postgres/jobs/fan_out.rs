@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use sqlx::types::Json;
 use sqlx::{Acquire, Postgres};
 
-use crate::core::jobs::{JobType, StepKey, WorkflowRunId, fresh_uuids};
+use crate::core::jobs::{FanOutPage, JobType, StepKey, WorkflowRunId, fresh_uuids};
 use crate::postgres::error::{Error, Result};
 use crate::postgres::input::{check_key, check_payload};
 
@@ -211,4 +211,70 @@ where
     .await?;
     tx.commit().await?;
     Ok(WorkflowAppendOutcome::Applied)
+}
+
+/// The stored outputs of up to `limit` children of fan-out `fan_out`, from child `from` on,
+/// read on behalf of the step `step_id`, of which the fan-out must be a prerequisite
+/// (otherwise `workflow.not_a_prerequisite`; a step of that key that is not a fan-out gives
+/// `workflow.fan_out_not_found`). One statement per page, whatever the number of children.
+pub async fn get_fan_out_outputs<'e>(
+    executor: impl sqlx::PgExecutor<'e>,
+    step_id: crate::core::jobs::WorkflowStepId,
+    fan_out: &str,
+    from: u64,
+    limit: u64,
+) -> Result<FanOutPage> {
+    let from = i64::try_from(from).unwrap_or(i64::MAX);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = sqlx::query!(
+        r#"
+        SELECT g.step_kind AS "kind?",
+               coalesce((g.payload ->> 'children')::bigint, 0) AS "children!",
+               d.step_id IS NOT NULL AS "is_prerequisite!",
+               i.n AS "n?",
+               runledger.readable_json(c.output, 'job.output_invalid') AS output
+        FROM (SELECT 1) AS one
+        LEFT JOIN runledger.workflow_steps s ON s.id = $1
+        LEFT JOIN runledger.workflow_steps g
+          ON g.workflow_run_id = s.workflow_run_id AND g.step_key = $2
+        LEFT JOIN runledger.workflow_step_dependencies d
+          ON d.depends_on_step_id = g.id AND d.step_id = s.id
+        LEFT JOIN LATERAL generate_series(
+            $3::bigint,
+            least($3::bigint + $4::bigint, coalesce((g.payload ->> 'children')::bigint, 0)) - 1
+        ) AS i(n) ON d.step_id IS NOT NULL
+        LEFT JOIN runledger.workflow_steps c
+          ON c.workflow_run_id = g.workflow_run_id AND c.step_key = g.step_key || '/' || i.n
+        ORDER BY i.n
+        "#,
+        step_id.0,
+        fan_out,
+        from,
+        limit,
+    )
+    .fetch_all(executor)
+    .await?;
+    let Some(first) = rows.first() else {
+        return Err(Error::NotAPrerequisite {
+            step_key: fan_out.to_owned(),
+        });
+    };
+    if !first.is_prerequisite {
+        return Err(Error::NotAPrerequisite {
+            step_key: fan_out.to_owned(),
+        });
+    }
+    if first.kind.as_deref() != Some("FAN_OUT") {
+        return Err(Error::WorkflowConflict {
+            code: "workflow.fan_out_not_found",
+            subject: fan_out.to_owned(),
+        });
+    }
+    let children = u64::try_from(first.children).unwrap_or(0);
+    let outputs = rows
+        .into_iter()
+        .filter(|row| row.n.is_some())
+        .map(|row| row.output)
+        .collect();
+    Ok(FanOutPage::new(children, outputs))
 }

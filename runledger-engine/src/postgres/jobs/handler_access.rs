@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sqlx::PgPool;
 
 use crate::core::jobs::{
-    JobContext, JobContextError, JobId, JobLogLine, JobProgressSink, JobProgressUpdate,
+    FanOutPage, JobContext, JobContextError, JobId, JobLogLine, JobProgressSink, JobProgressUpdate,
     JobProgressWriter, JobServices, JobType, StepKey, StepOutputError, StepOutputReader,
     StepOutputs, WorkflowAppender, WorkflowRunId, WorkflowStepAppender, WorkflowStepEnqueue,
     WorkflowStepId,
@@ -16,7 +16,8 @@ use crate::postgres::{Error, ErrorCategory};
 
 use super::{
     FanOutFill, JobLease, WorkflowAppend, WorkflowAppendOutcome, append_job_logs,
-    append_workflow_steps, fill_fan_out, get_prerequisite_outputs, update_job_progress,
+    append_workflow_steps, fill_fan_out, get_fan_out_outputs, get_prerequisite_outputs,
+    update_job_progress,
 };
 
 /// Most log lines stored per statement.
@@ -159,10 +160,25 @@ impl StepOutputReader for PgStepOutputs {
     ) -> Result<Vec<Option<serde_json::Value>>, StepOutputError> {
         get_prerequisite_outputs(&self.pool, self.step_id, step_keys)
             .await
-            .map_err(|err| StepOutputError {
-                code: err.code(),
-                message: err.to_string(),
-            })
+            .map_err(|err| output_error(&err))
+    }
+
+    async fn fan_out_outputs(
+        &self,
+        fan_out: &str,
+        from: u64,
+        limit: u64,
+    ) -> Result<FanOutPage, StepOutputError> {
+        get_fan_out_outputs(&self.pool, self.step_id, fan_out, from, limit)
+            .await
+            .map_err(|err| output_error(&err))
+    }
+}
+
+fn output_error(err: &Error) -> StepOutputError {
+    StepOutputError {
+        code: err.code(),
+        message: err.to_string(),
     }
 }
 

@@ -43,7 +43,7 @@ pub use definitions::{
     upsert_job_definition,
 };
 pub use enqueue::{EnqueuedJob, JobEnqueue, enqueue_job, enqueue_jobs};
-pub use fan_out::{FanOutFill, fill_fan_out};
+pub use fan_out::{FanOutFill, fill_fan_out, get_fan_out_outputs};
 pub(crate) use handler_access::{PgJobServices, store_job_logs};
 pub use intents::{
     IntentPromotion, IntentPromotionPass, JOB_INTENT_CHANNEL, JobIntentListFilter,
