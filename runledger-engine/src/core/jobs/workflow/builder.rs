@@ -319,6 +319,14 @@ impl<'a> WorkflowStepEnqueueBuilder<'a> {
         }
     }
 
+    /// A fan-out step: it runs no job; one of its prerequisites fills it with children at run
+    /// time (`fill_fan_out`), and it finishes once they have.
+    pub fn new_fan_out(step_key: StepKey<'a>) -> Self {
+        Self {
+            step: WorkflowStepEnqueue::fan_out(step_key),
+        }
+    }
+
     /// Overrides the job's priority (job steps only).
     pub fn priority(mut self, priority: i32) -> Self {
         self.step.priority = Some(priority);

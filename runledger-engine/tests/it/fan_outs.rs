@@ -1,0 +1,238 @@
+//! Fan-out steps: filled at run time by a prerequisite, checked and idempotent, finished in the
+//! release with their children's outputs, and read a page at a time.
+
+use std::time::Duration;
+
+use runledger_engine::core::jobs::{
+    JobCompletion, JobType, StepKey, WorkflowRunEnqueueBuilder, WorkflowRunId, WorkflowRunStatus,
+    WorkflowStepEnqueueBuilder, WorkflowStepStatus, WorkflowType,
+};
+use runledger_engine::postgres::jobs::{
+    FanOutFill, TenantScope, WorkflowAppendOutcome, WorkflowRunHandleScope, enqueue_workflow_run,
+    fill_fan_out, get_fan_out_outputs, get_workflow_run, list_workflow_steps,
+};
+use runledger_engine::runtime::Supervisor;
+use runledger_engine::runtime::catalog::JobCatalog;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::support::{fast_config, handler};
+
+/// `plan -> pages (fan-out) -> read`, `plan -> late (fan-out)`, and a gate `hold` that keeps
+/// the run open.
+async fn enqueue(pool: &PgPool) -> WorkflowRunId {
+    let (meta, payload) = (json!({}), json!({"value": 0}));
+    let run = WorkflowRunEnqueueBuilder::new(WorkflowType::new("fan.checked"), &meta)
+        .step(
+            WorkflowStepEnqueueBuilder::new(
+                StepKey::new("plan"),
+                JobType::new("fan.echo"),
+                &payload,
+            )
+            .build(),
+        )
+        .step(
+            WorkflowStepEnqueueBuilder::new_fan_out(StepKey::new("pages"))
+                .depends_on_success(StepKey::new("plan"))
+                .build(),
+        )
+        .step(
+            WorkflowStepEnqueueBuilder::new_fan_out(StepKey::new("late"))
+                .depends_on_success(StepKey::new("plan"))
+                .build(),
+        )
+        .step(
+            WorkflowStepEnqueueBuilder::new(
+                StepKey::new("read"),
+                JobType::new("fan.echo"),
+                &payload,
+            )
+            .depends_on_success(StepKey::new("pages"))
+            .depends_on_success(StepKey::new("plan"))
+            .build(),
+        )
+        .step(WorkflowStepEnqueueBuilder::new_external(StepKey::new("hold")).build())
+        .build()
+        .unwrap();
+    enqueue_workflow_run(pool, &run).await.unwrap().id
+}
+
+fn fill<'a>(
+    run: WorkflowRunId,
+    by: &'a str,
+    fan_out: &'a str,
+    children: &'a [Value],
+) -> FanOutFill<'a> {
+    FanOutFill {
+        workflow_run_id: run,
+        organization_id: None,
+        filled_by: StepKey::new(by),
+        fan_out: StepKey::new(fan_out),
+        job_type: JobType::new("fan.echo"),
+        children,
+    }
+}
+
+async fn step(
+    pool: &PgPool,
+    run: WorkflowRunId,
+    key: &str,
+) -> runledger_engine::postgres::jobs::WorkflowStepRecord {
+    list_workflow_steps(pool, run, TenantScope::Admin)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.step_key == key)
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_fill_is_checked_idempotent_and_its_fan_out_closes_with_the_outputs_in_order(
+    pool: PgPool,
+) {
+    let catalog = JobCatalog::new().job(
+        "fan.echo",
+        handler("fan.echo", |_, payload: Value| async move {
+            Ok(JobCompletion::with_output(
+                json!({ "value": payload["value"] }),
+            ))
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    let run = enqueue(&pool).await;
+    let children: Vec<Value> = (0..12).map(|n| json!({ "value": n })).collect();
+
+    let refused = |err: runledger_engine::postgres::Error| err.code();
+    assert_eq!(
+        refused(
+            fill_fan_out(&pool, &fill(run, "hold", "pages", &children))
+                .await
+                .unwrap_err()
+        ),
+        "workflow.fan_out_filler_not_prerequisite"
+    );
+    assert_eq!(
+        refused(
+            fill_fan_out(&pool, &fill(run, "plan", "read", &children))
+                .await
+                .unwrap_err()
+        ),
+        "workflow.fan_out_not_found"
+    );
+    let bad = [json!({ "text": "nul \u{0000}" })];
+    assert_eq!(
+        refused(
+            fill_fan_out(&pool, &fill(run, "plan", "pages", &bad))
+                .await
+                .unwrap_err()
+        ),
+        "job.invalid_payload"
+    );
+    assert_eq!(
+        fill_fan_out(&pool, &fill(run, "plan", "pages", &children))
+            .await
+            .unwrap(),
+        WorkflowAppendOutcome::Applied
+    );
+    assert_eq!(
+        fill_fan_out(&pool, &fill(run, "plan", "pages", &children))
+            .await
+            .unwrap(),
+        WorkflowAppendOutcome::AlreadyApplied,
+        "the same children again: a retried attempt"
+    );
+    assert_eq!(
+        refused(
+            fill_fan_out(&pool, &fill(run, "plan", "pages", &children[1..]))
+                .await
+                .unwrap_err()
+        ),
+        "workflow.append_conflicting_retry"
+    );
+    let pages = step(&pool, run, "pages").await;
+    assert_eq!(pages.status, WorkflowStepStatus::Blocked);
+    assert_eq!(
+        step(&pool, run, "pages/11").await.status,
+        WorkflowStepStatus::Blocked
+    );
+
+    let supervisor = Supervisor::builder(&pool, fast_config("w-fan"))
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while step(&pool, run, "read").await.status != WorkflowStepStatus::Succeeded {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run did not reach `read`"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    supervisor
+        .shutdown_with_timeout(Duration::from_secs(30))
+        .await
+        .unwrap();
+
+    let pages = step(&pool, run, "pages").await;
+    assert_eq!(pages.status, WorkflowStepStatus::Succeeded);
+    assert_eq!(pages.job_id, None, "a fan-out runs no job");
+    let expected: Vec<Value> = children
+        .iter()
+        .map(|c| json!({ "value": c["value"] }))
+        .collect();
+    assert_eq!(pages.output, Some(Value::Array(expected.clone())));
+    // Filled by no one, `late` closed empty when `plan` succeeded; filling it now is too late.
+    assert_eq!(step(&pool, run, "late").await.output, Some(json!([])));
+    assert_eq!(
+        refused(
+            fill_fan_out(&pool, &fill(run, "plan", "late", &children))
+                .await
+                .unwrap_err()
+        ),
+        "workflow.fan_out_closed"
+    );
+    let status = get_workflow_run(&pool, run, WorkflowRunHandleScope::Admin)
+        .await
+        .unwrap()
+        .unwrap()
+        .status;
+    assert_eq!(
+        status,
+        WorkflowRunStatus::WaitingForExternal,
+        "`hold` keeps it open"
+    );
+
+    // A page of the children's outputs, read on behalf of `read`.
+    let read = step(&pool, run, "read").await.id;
+    let page = get_fan_out_outputs(&pool, read, "pages", 10, 5)
+        .await
+        .unwrap();
+    assert_eq!(page.children, 12);
+    assert_eq!(
+        page.outputs,
+        vec![Some(expected[10].clone()), Some(expected[11].clone())]
+    );
+    assert!(
+        get_fan_out_outputs(&pool, read, "pages", 12, 5)
+            .await
+            .unwrap()
+            .outputs
+            .is_empty()
+    );
+    assert_eq!(
+        get_fan_out_outputs(&pool, read, "plan", 0, 5)
+            .await
+            .unwrap_err()
+            .code(),
+        "workflow.fan_out_not_found"
+    );
+    let hold = step(&pool, run, "hold").await.id;
+    assert_eq!(
+        get_fan_out_outputs(&pool, hold, "pages", 0, 5)
+            .await
+            .unwrap_err()
+            .code(),
+        "workflow.not_a_prerequisite"
+    );
+}
