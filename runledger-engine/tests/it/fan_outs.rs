@@ -236,3 +236,55 @@ async fn a_fill_is_checked_idempotent_and_its_fan_out_closes_with_the_outputs_in
         "workflow.not_a_prerequisite"
     );
 }
+
+/// Outputs past 16 MiB are not collected into the fan-out's own output (a `jsonb` value cannot
+/// exceed 255 MiB): it succeeds with a reason, and its children keep their outputs.
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_fan_out_whose_outputs_exceed_16_mib_succeeds_without_collecting_them(pool: PgPool) {
+    let catalog = JobCatalog::new().job(
+        "fan.echo",
+        handler("fan.echo", |_, _: Value| async {
+            Ok(JobCompletion::success())
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    let run = enqueue(&pool).await;
+    let children: Vec<Value> = (0..20).map(|n| json!({ "value": n })).collect();
+    fill_fan_out(&pool, &fill(run, "plan", "pages", &children))
+        .await
+        .unwrap();
+    // Each child as if it had succeeded with about 1 MiB of output that does not compress,
+    // and the fan-out released; then the release's closing step.
+    sqlx::query(
+        "UPDATE runledger.workflow_steps
+         SET status = 'SUCCEEDED', finished_at = now(),
+             output = to_jsonb((SELECT string_agg(md5(random()::text), '')
+                                FROM generate_series(1, 32768)))
+         WHERE workflow_run_id = $1 AND step_key LIKE 'pages/%'",
+    )
+    .bind(run.0)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let pages = step(&pool, run, "pages").await.id;
+    sqlx::query(
+        "UPDATE runledger.workflow_steps SET status = 'WAITING_FOR_EXTERNAL' WHERE id = $1",
+    )
+    .bind(pages.0)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("SELECT runledger.workflow_close_fan_outs(ARRAY[$1])")
+        .bind(pages.0)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let pages = step(&pool, run, "pages").await;
+    assert_eq!(pages.status, WorkflowStepStatus::Succeeded);
+    assert_eq!(pages.output, None);
+    assert_eq!(
+        pages.status_reason.as_deref(),
+        Some("workflow.fan_out_outputs_not_collected")
+    );
+    assert!(step(&pool, run, "pages/19").await.output.is_some());
+}
