@@ -415,12 +415,19 @@ pub(crate) struct StepRow {
     pub(crate) error: Option<String>,
 }
 
+/// What a step runs, as the screens and the CLI show it: its job type, `external` for a gate,
+/// `fan-out` for a fan-out step.
+pub(crate) fn step_runs(step: &WorkflowStepRecord) -> String {
+    match (step.kind, &step.job_type) {
+        (WorkflowStepKind::External, _) => "external".to_owned(),
+        (WorkflowStepKind::FanOut, _) => "fan-out".to_owned(),
+        (_, job_type) => job_type.clone().unwrap_or_default(),
+    }
+}
+
 impl From<WorkflowStepRecord> for StepRow {
     fn from(s: WorkflowStepRecord) -> Self {
-        let kind = match s.kind {
-            WorkflowStepKind::External => "external".to_owned(),
-            _ => s.job_type.unwrap_or_default(),
-        };
+        let kind = step_runs(&s);
         Self {
             key: s.step_key,
             kind,

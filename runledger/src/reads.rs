@@ -361,14 +361,18 @@ mod tests {
     use serde_json::json;
 
     use super::ReadOutputs;
+    use crate::context::JobContext;
 
     #[test]
     fn each_read_takes_its_own_entry_in_order() {
-        let mut outputs = ReadOutputs(vec![
-            ("a", Some(Some(json!(1)))),
-            ("b", Some(None)),
-            ("a", Some(Some(json!(2)))),
-        ]);
+        let mut outputs = ReadOutputs {
+            ctx: JobContext::for_tests("tests.read"),
+            fetched: vec![
+                ("a", Some(Some(json!(1)))),
+                ("b", Some(None)),
+                ("a", Some(Some(json!(2)))),
+            ],
+        };
         assert_eq!(outputs.take("a"), Some(json!(1)));
         assert_eq!(outputs.take("b"), None);
         assert_eq!(
@@ -378,7 +382,7 @@ mod tests {
         );
         assert_eq!(outputs.take("a"), None);
         assert!(
-            outputs.0.iter().all(|(_, entry)| entry.is_none()),
+            outputs.fetched.iter().all(|(_, entry)| entry.is_none()),
             "nothing is kept once read"
         );
     }

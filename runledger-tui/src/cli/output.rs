@@ -174,9 +174,7 @@ pub(crate) fn step_row(step: &WorkflowStepRecord) -> [String; 5] {
         .collect();
     [
         step.step_key.clone(),
-        step.job_type
-            .clone()
-            .unwrap_or_else(|| "external".to_owned()),
+        crate::model::step_runs(step),
         step.status.to_string(),
         if after.is_empty() {
             "-".to_owned()
