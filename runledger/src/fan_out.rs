@@ -21,11 +21,13 @@ use crate::step::{Step, StepKind, WorkflowStep};
 
 /// A workflow step filled at run time with any number of `J` jobs, chosen by another step of the
 /// run with [`JobContext::fan_out`]; its output is the `Vec` of their outputs, in the order they
-/// were given, which later steps read as `#[output(W::FIELD)] outputs: Vec<J::Output>`.
+/// were given, which later steps read as `#[output(W::FIELD)] outputs: Vec<J::Output>`, or a
+/// page at a time as [`Chunks<J::Output>`](Chunks).
 ///
-/// Declare the step that fans out as the `FanOut`'s `#[after(..)]` prerequisite: the children
-/// start once it succeeds, and if it fails the `FanOut` is canceled with it. When a child fails
-/// for good, the `FanOut` fails with `workflow.fan_out_failed`.
+/// The step that fans out must be one of the `FanOut`'s `#[after(..)]` prerequisites: the
+/// children start once it succeeds, and if it fails the `FanOut` is canceled with it. If it
+/// succeeds without filling the `FanOut`, the `FanOut` is empty. When a child fails for good,
+/// the `FanOut` fails with `workflow.fan_out_failed`.
 ///
 /// ```
 /// use runledger::prelude::*;
