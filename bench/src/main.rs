@@ -892,12 +892,7 @@ async fn worker_memory(pool: &PgPool, options: &Options) -> Result<u64, BoxError
     successes
         .wait_for(options.rss_jobs, || drained(pool))
         .await?;
-    let reports = finish(workers).await?;
-    let rss = reports
-        .iter()
-        .filter_map(|line| line.strip_prefix("RSS "))
-        .find_map(|bytes| bytes.trim().parse().ok())
-        .ok_or("the worker process reported no memory figure")?;
+    let rss = peak_rss_reported(&finish(workers).await?)?;
     println!(
         "worker process peak memory: {:.1} MiB",
         rss as f64 / (1024.0 * 1024.0)
@@ -987,6 +982,15 @@ async fn finish(workers: Vec<RunningWorker>) -> Result<Vec<String>, BoxError> {
         }
     }
     Ok(reports)
+}
+
+/// The peak memory a worker process reported as it ended.
+fn peak_rss_reported(reports: &[String]) -> Result<u64, BoxError> {
+    reports
+        .iter()
+        .filter_map(|line| line.strip_prefix("RSS "))
+        .find_map(|bytes| bytes.trim().parse().ok())
+        .ok_or_else(|| "the worker process reported no memory figure".into())
 }
 
 /// How a worker process reports the successes it committed so far.

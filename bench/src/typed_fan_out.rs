@@ -12,8 +12,8 @@ use runledger_bench::{BoxError, quantiles};
 use sqlx::PgPool;
 
 use super::{
-    Settings, drained, enqueue_batches, finish, go, reset, settle_connections, start_typed_worker,
-    start_worker_processes, worker_pool,
+    Settings, drained, enqueue_batches, finish, go, peak_rss_reported, reset, settle_connections,
+    start_typed_worker, start_worker_processes, worker_pool,
 };
 
 /// Rounds: each times one fan-out, then the plain jobs.
@@ -191,12 +191,7 @@ pub(super) async fn large_fan_out(pool: &PgPool, children: u32) -> Result<LargeF
         return Err(format!("the join counted {counted} outputs of {children}").into());
     }
     let database_growth = size().await? - before;
-    let reports = finish(workers).await?;
-    let peak_rss = reports
-        .iter()
-        .filter_map(|line| line.strip_prefix("RSS "))
-        .find_map(|bytes| bytes.trim().parse().ok())
-        .ok_or("the worker process reported no memory figure")?;
+    let peak_rss = peak_rss_reported(&finish(workers).await?)?;
     let measured = LargeFanOut {
         children,
         elapsed,

@@ -65,18 +65,23 @@ fn wait() -> Wait {
     Wait::up_to(Duration::from_secs(30))
 }
 
+/// Runs every job, the planner's delayed retry included, until none is left.
+async fn drain_all(pool: &PgPool) {
+    drain_with(
+        pool,
+        DrainOptions::new().include_delayed_for(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+}
+
 #[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
 async fn a_step_fans_out_to_100_children_and_a_later_step_reads_their_outputs_in_order(
     pool: PgPool,
 ) {
     prepare(&pool).await.unwrap();
     let run = squares(0, 100).enqueue(&pool).await.unwrap();
-    drain_with(
-        &pool,
-        DrainOptions::new().include_delayed_for(Duration::from_secs(3600)),
-    )
-    .await
-    .unwrap();
+    drain_all(&pool).await;
 
     let collected = run.result(&pool, wait()).await.unwrap();
     assert_eq!(collected, (0..100).map(|n| n * n).collect::<Vec<u64>>());
@@ -106,12 +111,7 @@ async fn a_step_fans_out_to_100_children_and_a_later_step_reads_their_outputs_in
 async fn an_empty_fan_out_gives_an_empty_vec(pool: PgPool) {
     prepare(&pool).await.unwrap();
     let run = squares(0, 0).enqueue(&pool).await.unwrap();
-    drain_with(
-        &pool,
-        DrainOptions::new().include_delayed_for(Duration::from_secs(3600)),
-    )
-    .await
-    .unwrap();
+    drain_all(&pool).await;
     assert_eq!(run.result(&pool, wait()).await.unwrap(), Vec::<u64>::new());
 }
 
@@ -119,12 +119,7 @@ async fn an_empty_fan_out_gives_an_empty_vec(pool: PgPool) {
 async fn a_child_that_fails_fails_the_fan_out_and_cancels_its_after_dependents(pool: PgPool) {
     prepare(&pool).await.unwrap();
     let run = squares(998, 4).enqueue(&pool).await.unwrap();
-    drain_with(
-        &pool,
-        DrainOptions::new().include_delayed_for(Duration::from_secs(3600)),
-    )
-    .await
-    .unwrap();
+    drain_all(&pool).await;
 
     assert_eq!(
         run.status(&pool).await.unwrap(),
@@ -204,12 +199,7 @@ async fn a_join_reads_the_childrens_outputs_a_page_at_a_time(pool: PgPool) {
     .enqueue(&pool)
     .await
     .unwrap();
-    drain_with(
-        &pool,
-        DrainOptions::new().include_delayed_for(Duration::from_secs(3600)),
-    )
-    .await
-    .unwrap();
+    drain_all(&pool).await;
     let (total, pages) = run.result(&pool, wait()).await.unwrap();
     assert_eq!(total, (0..100).map(|n| n * n).sum::<u64>());
     assert_eq!(pages, 15, "100 outputs in pages of 7");
@@ -245,12 +235,7 @@ async fn only_a_prerequisite_of_a_fan_out_can_fill_it(pool: PgPool) {
     .enqueue(&pool)
     .await
     .unwrap();
-    drain_with(
-        &pool,
-        DrainOptions::new().include_delayed_for(Duration::from_secs(3600)),
-    )
-    .await
-    .unwrap();
+    drain_all(&pool).await;
     let steps = list_workflow_steps(&pool, run.id(), TenantScope::Admin)
         .await
         .unwrap();
