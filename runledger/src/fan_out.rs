@@ -110,8 +110,8 @@ impl JobContext {
     /// Idempotent for a retried attempt: the same children again are accepted (nothing is added
     /// twice); other children fail with `workflow.append_conflicting_retry`, as does filling a
     /// `FanOut` twice. Fails with `workflow.not_a_workflow_step` outside a workflow step,
-    /// `workflow.append_run_finished` once the run has finished, and `job.payload_invalid` when
-    /// a child cannot be serialized.
+    /// `workflow.append_run_finished` once the run has finished, and `payload.serialize_failed`
+    /// when a child cannot be serialized.
     pub async fn fan_out<W, J, I>(
         &self,
         step: Step<W, FanOut<J>>,
@@ -132,7 +132,7 @@ impl JobContext {
             .collect::<Result<Vec<Value>, _>>()
             .map_err(|e| {
                 JobError::terminal(format!("a child of `{key}` could not be serialized: {e}"))
-                    .with_code("job.payload_invalid")
+                    .with_code("payload.serialize_failed")
             })?;
         self.engine()
             .fill_fan_out(key, J::NAME, &children)
