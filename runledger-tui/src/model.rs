@@ -425,6 +425,36 @@ pub(crate) fn step_runs(step: &WorkflowStepRecord) -> String {
     }
 }
 
+/// Prerequisites named in a step's row before the rest are only counted: a fan-out has one per
+/// child.
+const PREREQUISITES_SHOWN: usize = 5;
+
+/// A step's prerequisites as one cell: the first few, each written by `name` (key, condition),
+/// joined by `separator`, then how many more; `-` for none.
+pub(crate) fn prerequisites_cell(
+    dependencies: &[(String, String)],
+    separator: &str,
+    name: impl Fn(&str, &str) -> String,
+) -> String {
+    if dependencies.is_empty() {
+        return "-".to_owned();
+    }
+    let shown: Vec<String> = dependencies
+        .iter()
+        .take(PREREQUISITES_SHOWN)
+        .map(|(key, condition)| name(key, condition))
+        .collect();
+    let mut cell = shown.join(separator);
+    if let Some(more) = dependencies
+        .len()
+        .checked_sub(PREREQUISITES_SHOWN)
+        .filter(|n| *n > 0)
+    {
+        cell.push_str(&format!("{separator}+{more} more"));
+    }
+    cell
+}
+
 impl From<WorkflowStepRecord> for StepRow {
     fn from(s: WorkflowStepRecord) -> Self {
         let kind = step_runs(&s);

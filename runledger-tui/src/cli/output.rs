@@ -78,7 +78,11 @@ pub(crate) fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> 
         let padded: Vec<String> = cells
             .iter()
             .zip(widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
+            // Padded by hand: a format width above 65,535 panics, and a cell can be wider.
+            .map(|(cell, width)| {
+                let pad = width.saturating_sub(cell.chars().count());
+                format!("{cell}{}", " ".repeat(pad))
+            })
             .collect();
         padded.join("  ").trim_end().to_owned()
     };
@@ -167,20 +171,11 @@ pub(crate) fn run_row(
 pub(crate) const RUN_HEADER: [&str; 5] = ["ID", "TYPE", "STATUS", "OK/FAILED/ALL", "CREATED"];
 
 pub(crate) fn step_row(step: &WorkflowStepRecord) -> [String; 5] {
-    let after: Vec<&str> = step
-        .dependencies
-        .iter()
-        .map(|(key, _)| key.as_str())
-        .collect();
     [
         step.step_key.clone(),
         crate::model::step_runs(step),
         step.status.to_string(),
-        if after.is_empty() {
-            "-".to_owned()
-        } else {
-            after.join(",")
-        },
+        crate::model::prerequisites_cell(&step.dependencies, ",", |key, _| key.to_owned()),
         or_dash(
             step.last_error_code
                 .as_deref()
@@ -252,4 +247,41 @@ pub(crate) fn prune_counts_text(counts: &PruneCounts) -> String {
         counts.completed_with_errors_runs,
         counts.canceled_runs,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::table;
+    use crate::model::prerequisites_cell;
+
+    #[test]
+    fn a_cell_wider_than_a_format_width_is_padded() {
+        let wide = "x".repeat(70_000);
+        let text = table(
+            ["A", "B"],
+            &[
+                [wide.clone(), "b".to_owned()],
+                ["a".to_owned(), "-".to_owned()],
+            ],
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], format!("{wide}  b"));
+        assert_eq!(lines[2].chars().count(), 70_000 + 3);
+    }
+
+    #[test]
+    fn a_step_with_many_prerequisites_names_the_first_five() {
+        let deps: Vec<(String, String)> = (0..100_000)
+            .map(|n| (format!("kids/{n}"), "TERMINAL".to_owned()))
+            .collect();
+        assert_eq!(
+            prerequisites_cell(&deps, ",", |key, _| key.to_owned()),
+            "kids/0,kids/1,kids/2,kids/3,kids/4,+99995 more"
+        );
+        assert_eq!(
+            prerequisites_cell(&deps[..2], ",", |key, _| key.to_owned()),
+            "kids/0,kids/1"
+        );
+        assert_eq!(prerequisites_cell(&[], ",", |key, _| key.to_owned()), "-");
+    }
 }

@@ -12,7 +12,9 @@ use runledger_engine::core::jobs::WorkflowRunId;
 use super::job::JobDetail;
 use super::list::{Movement, Selection};
 use super::screen::{Action, Loaded, Screen};
-use crate::model::{Data, Query, Snapshot, StepRow, ViewQuery, WorkflowDetailData};
+use crate::model::{
+    Data, Query, Snapshot, StepRow, ViewQuery, WorkflowDetailData, prerequisites_cell,
+};
 use crate::ui::{
     Context, format_optional_time, format_time, json_text, placeholder, render_table,
     run_status_style, step_status_style,
@@ -137,21 +139,13 @@ impl Screen for WorkflowDetail {
             return;
         }
         let rows = detail.steps.iter().map(|step| {
-            let deps = if step.dependencies.is_empty() {
-                "-".to_owned()
-            } else {
-                step.dependencies
-                    .iter()
-                    .map(|(key, condition)| {
-                        if condition == "TERMINAL" {
-                            format!("{key}(any)")
-                        } else {
-                            key.clone()
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
+            let deps = prerequisites_cell(&step.dependencies, ", ", |key, condition| {
+                if condition == "TERMINAL" {
+                    format!("{key}(any)")
+                } else {
+                    key.to_owned()
+                }
+            });
             Row::new([
                 step.key.clone(),
                 step.kind.clone(),
