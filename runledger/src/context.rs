@@ -302,7 +302,7 @@ impl JobContext {
         self.inner
             .prerequisite_outputs(keys)
             .await
-            .map_err(|e| coded_error(e.code, &e.message))
+            .map_err(|e| context_error(&e))
     }
 
     /// Up to `limit` stored outputs of the children of fan-out `key`, a prerequisite, from
@@ -316,25 +316,19 @@ impl JobContext {
         self.inner
             .fan_out_outputs(key, from, limit)
             .await
-            .map_err(|e| coded_error(e.code, &e.message))
+            .map_err(|e| context_error(&e))
     }
 }
 
 /// A context call that failed: a workflow problem is terminal (a retry would meet it again);
 /// storage problems and a lost lease are retryable.
 pub(crate) fn context_error(e: &JobContextError) -> JobError {
-    coded_error(e.code, &e.message)
-}
-
-/// A failed context call's error with its `code`: terminal for a workflow problem, retryable
-/// otherwise.
-fn coded_error(code: &'static str, message: &str) -> JobError {
-    let error = if code.starts_with("workflow.") {
-        JobError::terminal(message)
+    let error = if e.code.starts_with("workflow.") {
+        JobError::terminal(&e.message)
     } else {
-        JobError::retryable(message)
+        JobError::retryable(&e.message)
     };
-    error.with_code(code)
+    error.with_code(e.code)
 }
 
 impl From<engine_jobs::JobContext> for JobContext {

@@ -122,10 +122,7 @@ impl JobContext {
     ) -> Result<bool, JobContextError> {
         match &self.workflow_appender {
             Some(appender) => appender.0.append_steps(mutation_key, steps).await,
-            None => Err(JobContextError {
-                code: "workflow.not_a_workflow_step",
-                message: "this job is not a workflow step".to_owned(),
-            }),
+            None => Err(JobContextError::not_a_workflow_step()),
         }
     }
 
@@ -142,10 +139,7 @@ impl JobContext {
     ) -> Result<bool, JobContextError> {
         match &self.workflow_appender {
             Some(appender) => appender.0.fill_fan_out(fan_out, job_type, children).await,
-            None => Err(JobContextError {
-                code: "workflow.not_a_workflow_step",
-                message: "this job is not a workflow step".to_owned(),
-            }),
+            None => Err(JobContextError::not_a_workflow_step()),
         }
     }
 
@@ -224,10 +218,7 @@ impl JobContext {
     ) -> Result<Vec<Option<Value>>, StepOutputError> {
         match &self.step_outputs {
             Some(outputs) => outputs.0.prerequisite_outputs(step_keys).await,
-            None => Err(StepOutputError {
-                code: "workflow.not_a_workflow_step",
-                message: "this job is not a workflow step".to_owned(),
-            }),
+            None => Err(JobContextError::not_a_workflow_step()),
         }
     }
     /// Up to `limit` stored outputs of the children of `fan_out`, a fan-out step among this
@@ -243,10 +234,7 @@ impl JobContext {
     ) -> Result<FanOutPage, StepOutputError> {
         match &self.step_outputs {
             Some(outputs) => outputs.0.fan_out_outputs(fan_out, from, limit).await,
-            None => Err(StepOutputError {
-                code: "workflow.not_a_workflow_step",
-                message: "this job is not a workflow step".to_owned(),
-            }),
+            None => Err(JobContextError::not_a_workflow_step()),
         }
     }
 }
@@ -355,26 +343,31 @@ pub(crate) trait JobServices: Send + Sync + 'static {
     fn attach(&self, context: &mut JobContext);
 }
 
-/// Why a call on the [`JobContext`] (progress, append) failed.
+/// Why a call on the [`JobContext`] (progress, append, a fill, a read of outputs) failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct JobContextError {
-    /// Stable code, e.g. `job.lease_owner_mismatch` or `workflow.append_conflicting_retry`.
+    /// Stable code, e.g. `job.lease_owner_mismatch`, `workflow.append_conflicting_retry` or
+    /// `workflow.not_a_prerequisite`.
     pub code: &'static str,
     /// What happened.
     pub message: String,
 }
 
-/// Why a prerequisite output could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct StepOutputError {
-    /// Stable code: `workflow.not_a_prerequisite`, `workflow.not_a_workflow_step`, or a
-    /// storage code.
-    pub code: &'static str,
-    /// What happened.
-    pub message: String,
+impl JobContextError {
+    /// `workflow.not_a_workflow_step`: a workflow call made by a job that is not a step.
+    pub fn not_a_workflow_step() -> Self {
+        Self {
+            code: "workflow.not_a_workflow_step",
+            message: "this job is not a workflow step".to_owned(),
+        }
+    }
 }
+
+/// Why a prerequisite output could not be read: a [`JobContextError`] (codes
+/// `workflow.not_a_prerequisite`, `workflow.not_a_workflow_step`, `workflow.fan_out_not_found`,
+/// or a storage code).
+pub type StepOutputError = JobContextError;
 
 /// A successful result, optionally with a compact JSON output stored on the job and a final
 /// progress update.

@@ -120,10 +120,7 @@ impl WorkflowStepAppender for PgAppender {
         children: &[serde_json::Value],
     ) -> Result<bool, JobContextError> {
         let Some(filled_by) = self.step_key.as_deref() else {
-            return Err(JobContextError {
-                code: "workflow.not_a_workflow_step",
-                message: "this job is not a workflow step".to_owned(),
-            });
+            return Err(JobContextError::not_a_workflow_step());
         };
         let fill = FanOutFill {
             workflow_run_id: self.run_id,
@@ -160,7 +157,7 @@ impl StepOutputReader for PgStepOutputs {
     ) -> Result<Vec<Option<serde_json::Value>>, StepOutputError> {
         get_prerequisite_outputs(&self.pool, self.step_id, step_keys)
             .await
-            .map_err(|err| output_error(&err))
+            .map_err(|err| context_error(&err))
     }
 
     async fn fan_out_outputs(
@@ -171,14 +168,7 @@ impl StepOutputReader for PgStepOutputs {
     ) -> Result<FanOutPage, StepOutputError> {
         get_fan_out_outputs(&self.pool, self.step_id, fan_out, from, limit)
             .await
-            .map_err(|err| output_error(&err))
-    }
-}
-
-fn output_error(err: &Error) -> StepOutputError {
-    StepOutputError {
-        code: err.code(),
-        message: err.to_string(),
+            .map_err(|err| context_error(&err))
     }
 }
 
