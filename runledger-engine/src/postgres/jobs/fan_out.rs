@@ -51,7 +51,7 @@ pub struct FanOutFill<'a> {
     pub children: &'a [Value],
 }
 
-/// Fills a fan-out step with its children, in one transaction of statements of [`FILL_BATCH`]
+/// Fills a fan-out step with its children, in one transaction of statements of 5,000
 /// children each. Idempotent under the mutation key `fan_out:{fan_out}`: the same children
 /// again (a retried attempt) return [`WorkflowAppendOutcome::AlreadyApplied`]; other children,
 /// or a second fill, fail with `workflow.append_conflicting_retry` (a digest of the children is
