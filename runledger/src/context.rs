@@ -320,10 +320,13 @@ impl JobContext {
     }
 }
 
-/// A context call that failed: a workflow problem is terminal (a retry would meet it again);
-/// storage problems and a lost lease are retryable.
+/// A context call that failed: a workflow problem or a payload that cannot be stored is
+/// terminal (a retry would meet it again); storage problems and a lost lease are retryable.
 pub(crate) fn context_error(e: &JobContextError) -> JobError {
-    let error = if e.code.starts_with("workflow.") {
+    let terminal = e.code.starts_with("workflow.")
+        || e.code.starts_with("payload.")
+        || matches!(e.code, "job.invalid_payload" | "job.payload_too_deep");
+    let error = if terminal {
         JobError::terminal(&e.message)
     } else {
         JobError::retryable(&e.message)

@@ -12,8 +12,6 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use serde_json::Value;
-
 use crate::context::{JobContext, context_error};
 use crate::error::JobError;
 use crate::job::Job;
@@ -120,25 +118,29 @@ impl JobContext {
     where
         J: Job,
         I: IntoIterator<Item = J>,
+        I::IntoIter: Send,
     {
         if self.step_key().is_none() {
             return Err(JobError::terminal("fan_out is called by a workflow step")
                 .with_code("workflow.not_a_workflow_step"));
         }
         let key = step.key();
-        let children = children
-            .into_iter()
-            .map(|child| serde_json::to_value(&child))
-            .collect::<Result<Vec<Value>, _>>()
-            .map_err(|e| {
-                JobError::terminal(format!("a child of `{key}` could not be serialized: {e}"))
-                    .with_code("payload.serialize_failed")
-            })?;
+        let mut count = 0;
+        let mut children = children.into_iter().map(|child| {
+            count += 1;
+            serde_json::to_value(&child).map_err(|e| {
+                format!(
+                    "child {} of `{key}` could not be serialized: {e}",
+                    count - 1
+                )
+            })
+        });
         self.engine()
-            .fill_fan_out(key, J::NAME, &children)
+            .fill_fan_out(key, J::NAME, &mut children)
             .await
             .map_err(|e| context_error(&e))?;
-        Ok(children.len())
+        drop(children);
+        Ok(count)
     }
 }
 

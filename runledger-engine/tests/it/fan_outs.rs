@@ -57,20 +57,26 @@ async fn enqueue(pool: &PgPool) -> WorkflowRunId {
     enqueue_workflow_run(pool, &run).await.unwrap().id
 }
 
-fn fill<'a>(
-    run: WorkflowRunId,
-    by: &'a str,
-    fan_out: &'a str,
-    children: &'a [Value],
-) -> FanOutFill<'a> {
+fn fill<'a>(run: WorkflowRunId, by: &'a str, fan_out: &'a str) -> FanOutFill<'a> {
     FanOutFill {
         workflow_run_id: run,
         organization_id: None,
         filled_by: StepKey::new(by),
         fan_out: StepKey::new(fan_out),
         job_type: JobType::new("fan.echo"),
-        children,
     }
+}
+
+/// Fills `fan_out` of `run` on behalf of `by` with `children`.
+async fn fill_with(
+    pool: &PgPool,
+    run: WorkflowRunId,
+    by: &str,
+    fan_out: &str,
+    children: &[Value],
+) -> Result<(WorkflowAppendOutcome, usize), runledger_engine::postgres::Error> {
+    let mut children = children.iter().cloned().map(Ok);
+    fill_fan_out(pool, &fill(run, by, fan_out), &mut children).await
 }
 
 async fn step(
@@ -105,7 +111,7 @@ async fn a_fill_is_checked_idempotent_and_its_fan_out_closes_with_the_outputs_in
     let refused = |err: runledger_engine::postgres::Error| err.code();
     assert_eq!(
         refused(
-            fill_fan_out(&pool, &fill(run, "hold", "pages", &children))
+            fill_with(&pool, run, "hold", "pages", &children)
                 .await
                 .unwrap_err()
         ),
@@ -113,7 +119,7 @@ async fn a_fill_is_checked_idempotent_and_its_fan_out_closes_with_the_outputs_in
     );
     assert_eq!(
         refused(
-            fill_fan_out(&pool, &fill(run, "plan", "read", &children))
+            fill_with(&pool, run, "plan", "read", &children)
                 .await
                 .unwrap_err()
         ),
@@ -122,28 +128,28 @@ async fn a_fill_is_checked_idempotent_and_its_fan_out_closes_with_the_outputs_in
     let bad = [json!({ "text": "nul \u{0000}" })];
     assert_eq!(
         refused(
-            fill_fan_out(&pool, &fill(run, "plan", "pages", &bad))
+            fill_with(&pool, run, "plan", "pages", &bad)
                 .await
                 .unwrap_err()
         ),
         "job.invalid_payload"
     );
     assert_eq!(
-        fill_fan_out(&pool, &fill(run, "plan", "pages", &children))
+        fill_with(&pool, run, "plan", "pages", &children)
             .await
             .unwrap(),
-        WorkflowAppendOutcome::Applied
+        (WorkflowAppendOutcome::Applied, 12)
     );
     assert_eq!(
-        fill_fan_out(&pool, &fill(run, "plan", "pages", &children))
+        fill_with(&pool, run, "plan", "pages", &children)
             .await
             .unwrap(),
-        WorkflowAppendOutcome::AlreadyApplied,
+        (WorkflowAppendOutcome::AlreadyApplied, 12),
         "the same children again: a retried attempt"
     );
     assert_eq!(
         refused(
-            fill_fan_out(&pool, &fill(run, "plan", "pages", &children[1..]))
+            fill_with(&pool, run, "plan", "pages", &children[1..])
                 .await
                 .unwrap_err()
         ),
@@ -186,7 +192,7 @@ async fn a_fill_is_checked_idempotent_and_its_fan_out_closes_with_the_outputs_in
     assert_eq!(step(&pool, run, "late").await.output, Some(json!([])));
     assert_eq!(
         refused(
-            fill_fan_out(&pool, &fill(run, "plan", "late", &children))
+            fill_with(&pool, run, "plan", "late", &children)
                 .await
                 .unwrap_err()
         ),
@@ -250,7 +256,7 @@ async fn a_fan_out_whose_outputs_exceed_16_mib_succeeds_without_collecting_them(
     catalog.sync_definitions(&pool).await.unwrap();
     let run = enqueue(&pool).await;
     let children: Vec<Value> = (0..20).map(|n| json!({ "value": n })).collect();
-    fill_fan_out(&pool, &fill(run, "plan", "pages", &children))
+    fill_with(&pool, run, "plan", "pages", &children)
         .await
         .unwrap();
     // Each child as if it had succeeded with about 1 MiB of output that does not compress,
@@ -287,4 +293,69 @@ async fn a_fan_out_whose_outputs_exceed_16_mib_succeeds_without_collecting_them(
         Some("workflow.fan_out_outputs_not_collected")
     );
     assert!(step(&pool, run, "pages/19").await.output.is_some());
+}
+
+/// A fill larger than one statement numbers its children across statements; a child the caller
+/// could not produce fails the whole fill, and nothing of it stays.
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_fill_spans_statements_and_a_bad_child_leaves_nothing(pool: PgPool) {
+    let catalog = JobCatalog::new().job(
+        "fan.echo",
+        handler("fan.echo", |_, _: Value| async {
+            Ok(JobCompletion::success())
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+    let run = enqueue(&pool).await;
+    let steps = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM runledger.workflow_steps WHERE workflow_run_id = $1",
+        )
+        .bind(run.0)
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    let before = steps().await;
+
+    let mut broken = (0..7_000).map(|n| match n {
+        6_000 => Err("child 6000 could not be serialized".to_owned()),
+        n => Ok(json!({ "value": n })),
+    });
+    let err = fill_fan_out(&pool, &fill(run, "plan", "pages"), &mut broken)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "payload.serialize_failed");
+    assert_eq!(
+        steps().await,
+        before,
+        "the first 5,000 children were rolled back"
+    );
+
+    let children: Vec<Value> = (0..5_001).map(|n| json!({ "value": n })).collect();
+    assert_eq!(
+        fill_with(&pool, run, "plan", "pages", &children)
+            .await
+            .unwrap(),
+        (WorkflowAppendOutcome::Applied, 5_001)
+    );
+    assert_eq!(steps().await, before + 5_001);
+    let last = step(&pool, run, "pages/5000").await;
+    assert_eq!(
+        last.dependencies,
+        vec![("plan".to_owned(), "SUCCESS".to_owned())]
+    );
+    let payload: Value = sqlx::query_scalar(
+        "SELECT payload FROM runledger.workflow_steps WHERE workflow_run_id = $1 AND step_key = 'pages/5000'",
+    )
+    .bind(run.0)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(payload, json!({ "value": 5000 }));
+    assert_eq!(
+        step(&pool, run, "pages").await.dependencies.len(),
+        5_002,
+        "plan and 5,001 children"
+    );
 }

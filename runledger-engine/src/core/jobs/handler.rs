@@ -127,7 +127,8 @@ impl JobContext {
     }
 
     /// Fills the fan-out step `fan_out` of this step's workflow run with children: jobs of
-    /// `job_type`, one per payload, keyed `{fan_out}/0`, `{fan_out}/1`, ... (see
+    /// `job_type`, one per payload taken from `children` (a few thousand at a time, so any
+    /// number fits in bounded memory), keyed `{fan_out}/0`, `{fan_out}/1`, ... (see
     /// `fill_fan_out`). They start once this step succeeds; this step must be one of the
     /// fan-out's prerequisites. `Ok(true)` when they were added, `Ok(false)` when the same fill
     /// already was. Fails with `workflow.not_a_workflow_step` outside a workflow step.
@@ -135,7 +136,7 @@ impl JobContext {
         &self,
         fan_out: &str,
         job_type: &str,
-        children: &[Value],
+        children: &mut (dyn Iterator<Item = FanOutChild> + Send),
     ) -> Result<bool, JobContextError> {
         match &self.workflow_appender {
             Some(appender) => appender.0.fill_fan_out(fan_out, job_type, children).await,
@@ -314,15 +315,21 @@ pub trait WorkflowStepAppender: Send + Sync + 'static {
         steps: Vec<WorkflowStepEnqueue<'static>>,
     ) -> Result<bool, JobContextError>;
 
-    /// Fills the fan-out step `fan_out` with children of `job_type`, one per payload, filled
-    /// by the step being executed; `Ok(false)` when the same fill was already applied.
+    /// Fills the fan-out step `fan_out` with children of `job_type`, one per payload taken
+    /// from `children`, filled by the step being executed; `Ok(false)` when the same fill was
+    /// already applied.
     async fn fill_fan_out(
         &self,
         fan_out: &str,
         job_type: &str,
-        children: &[Value],
+        children: &mut (dyn Iterator<Item = FanOutChild> + Send),
     ) -> Result<bool, JobContextError>;
 }
+
+/// A fan-out child's payload as the caller produced it: `Err` with a message when it could
+/// not (a payload that failed to serialize), which fails the whole fill with
+/// `payload.serialize_failed`.
+pub type FanOutChild = Result<Value, String>;
 
 /// A shared [`WorkflowStepAppender`].
 #[derive(Clone)]

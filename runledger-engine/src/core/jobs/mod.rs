@@ -15,8 +15,8 @@ pub use definition::JobDefaults;
 pub(crate) use fresh_ids::{fresh_uuid, fresh_uuids};
 pub(crate) use handler::JobServices;
 pub use handler::{
-    FanOutPage, JobCompletion, JobContext, JobContextError, JobContinuation, JobFailure,
-    JobHandler, JobProgressSink, JobProgressUpdate, JobProgressWriter, StepOutputError,
+    FanOutChild, FanOutPage, JobCompletion, JobContext, JobContextError, JobContinuation,
+    JobFailure, JobHandler, JobProgressSink, JobProgressUpdate, JobProgressWriter, StepOutputError,
     StepOutputReader, StepOutputs, WorkflowAppender, WorkflowStepAppender,
 };
 pub use identifiers::{

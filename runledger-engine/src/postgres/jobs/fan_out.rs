@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use sqlx::types::Json;
 use sqlx::{Acquire, Postgres};
 
-use crate::core::jobs::{FanOutPage, JobType, StepKey, WorkflowRunId, fresh_uuids};
+use crate::core::jobs::{FanOutChild, FanOutPage, JobType, StepKey, WorkflowRunId, fresh_uuids};
 use crate::postgres::error::{Error, Result};
 use crate::postgres::input::{check_key, check_payload};
 
@@ -16,23 +16,22 @@ use super::workflows::RunMutation;
 /// Children written per statement: a fill of any size sends bounded statements.
 const FILL_BATCH: usize = 5_000;
 
-/// A request to fill the fan-out step `fan_out` of a run with children: jobs of `job_type`, one
-/// per payload, keyed `{fan_out}/0`, `{fan_out}/1`, ... in the order given. Each child starts
-/// once the step `filled_by` succeeds (`filled_by` must be one of the fan-out's prerequisites);
-/// the fan-out finishes once every child has, with their outputs in order.
+/// A request to fill the fan-out step `fan_out` of a run with children of `job_type`, keyed
+/// `{fan_out}/0`, `{fan_out}/1`, ... in the order [`fill_fan_out`] is given their payloads.
+/// Each child starts once the step `filled_by` succeeds (`filled_by` must be one of the
+/// fan-out's prerequisites); the fan-out finishes once every child has, with their outputs in
+/// order.
 ///
 /// ```
 /// use runledger_engine::core::jobs::{JobType, StepKey, WorkflowRunId};
 /// use runledger_engine::postgres::jobs::FanOutFill;
 ///
-/// let children = vec![serde_json::json!({"url": "/a"}), serde_json::json!({"url": "/b"})];
 /// let fill = FanOutFill {
 ///     workflow_run_id: WorkflowRunId(uuid::Uuid::now_v7()),
 ///     organization_id: None,
 ///     filled_by: StepKey::new("list"),
 ///     fan_out: StepKey::new("pages"),
 ///     job_type: JobType::new("crawl.fetch"),
-///     children: &children,
 /// };
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -47,23 +46,27 @@ pub struct FanOutFill<'a> {
     pub fan_out: StepKey<'a>,
     /// The children's job type.
     pub job_type: JobType<'a>,
-    /// The children's payloads, in order.
-    pub children: &'a [Value],
 }
 
-/// Fills a fan-out step with its children, in one transaction of statements of 5,000
-/// children each. Idempotent under the mutation key `fan_out:{fan_out}`: the same children
-/// again (a retried attempt) return [`WorkflowAppendOutcome::AlreadyApplied`]; other children,
-/// or a second fill, fail with `workflow.append_conflicting_retry` (a digest of the children is
-/// what is compared, so the record stays small however many there are).
+/// Fills a fan-out step with `children`, in one transaction, taking them from the iterator
+/// 5,000 at a time: no more than one statement's worth is held at once, whatever their number.
+/// Idempotent under the mutation key `fan_out:{fan_out}`: the same children again (a retried
+/// attempt) return [`WorkflowAppendOutcome::AlreadyApplied`]; other children, or a second fill,
+/// fail with `workflow.append_conflicting_retry` (a digest of the children is what is compared,
+/// so the record stays small however many there are). Returns how many children it was given.
 ///
 /// Also fails with `workflow.fan_out_not_found` (no fan-out step of that key in the run),
 /// `workflow.fan_out_filler_not_prerequisite` (`filled_by` is not one of its prerequisites),
 /// `workflow.fan_out_closed` (the fan-out or its filler has already finished), a child's
-/// payload code (`job.invalid_payload`, `job.payload_too_deep`),
+/// payload code (`job.invalid_payload`, `job.payload_too_deep`, `payload.serialize_failed`),
 /// `job.definition_not_found_or_disabled`, and the codes of
-/// [`append_workflow_steps`](super::append_workflow_steps) for the run itself.
-pub async fn fill_fan_out<'c, A>(acquire: A, fill: &FanOutFill<'_>) -> Result<WorkflowAppendOutcome>
+/// [`append_workflow_steps`](super::append_workflow_steps) for the run itself. Nothing is
+/// written unless every child is.
+pub async fn fill_fan_out<'c, A>(
+    acquire: A,
+    fill: &FanOutFill<'_>,
+    children: &mut (dyn Iterator<Item = FanOutChild> + Send),
+) -> Result<(WorkflowAppendOutcome, usize)>
 where
     A: Acquire<'c, Database = Postgres>,
 {
@@ -72,34 +75,6 @@ where
     fill.filled_by.validate()?;
     fill.fan_out.validate()?;
     fill.job_type.validate()?;
-    let count = fill.children.len();
-    if count > 0 {
-        StepKey::from(format!("{}/{}", fill.fan_out, count - 1)).validate()?;
-    }
-    let count = i32::try_from(count).map_err(|_| {
-        Error::invalid_input(
-            "workflow.fan_out_too_large",
-            "a fan-out has at most 2,147,483,647 children",
-        )
-    })?;
-    let mut digest = Sha256::new();
-    digest.update(fill.job_type.as_str().as_bytes());
-    for (index, payload) in fill.children.iter().enumerate() {
-        check_payload(payload, &format!("the payload of child {index}"))?;
-        digest.update([0]);
-        digest.update(payload.to_string().as_bytes());
-    }
-    let request = json!({
-        "fan_out": fill.fan_out.as_str(),
-        "job_type": fill.job_type.as_str(),
-        "children": count,
-        "sha256": digest
-            .finalize()
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect::<String>(),
-    });
-
     let mut conn = acquire.acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let mutation = RunMutation {
@@ -108,8 +83,12 @@ where
         key: &key,
         kind: "FILL_FAN_OUT",
     };
-    if let Some(outcome) = mutation.begin(&mut tx, &request).await? {
-        return Ok(outcome);
+    let mut children = Children::new(fill.job_type.as_str(), children);
+    if mutation.lock(&mut tx).await? {
+        while children.next_batch()?.is_some() {}
+        let request = children.request(fill);
+        let outcome = mutation.replay(&mut tx, &request).await?;
+        return Ok((outcome, children.count));
     }
     let run_id = fill.workflow_run_id.0;
     let state = sqlx::query!(
@@ -159,10 +138,12 @@ where
         });
     }
 
-    for (batch, payloads) in fill.children.chunks(FILL_BATCH).enumerate() {
+    let mut first = 0_usize;
+    while let Some(payloads) = children.next_batch()? {
+        let last = first + payloads.len() - 1;
+        StepKey::from(format!("{}/{last}", fill.fan_out)).validate()?;
         let ids = fresh_uuids(payloads.len());
         let payloads: Vec<Json<&Value>> = payloads.iter().map(Json).collect();
-        let first = i32::try_from(batch * FILL_BATCH).unwrap_or(i32::MAX);
         sqlx::query!(
             r#"
             WITH children AS (
@@ -186,7 +167,7 @@ where
             run_id,
             &ids,
             fill.fan_out.as_str(),
-            i64::from(first),
+            i64::try_from(first).unwrap_or(i64::MAX),
             &payloads as &[Json<&Value>],
             fill.job_type.as_str(),
             filler,
@@ -194,7 +175,15 @@ where
         )
         .execute(&mut *tx)
         .await?;
+        first = last + 1;
     }
+    let count = i32::try_from(children.count).map_err(|_| {
+        Error::invalid_input(
+            "workflow.fan_out_too_large",
+            "a fan-out has at most 2,147,483,647 children",
+        )
+    })?;
+    mutation.record(&mut tx, &children.request(fill)).await?;
     sqlx::query!(
         r#"
         UPDATE runledger.workflow_steps
@@ -210,7 +199,53 @@ where
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(WorkflowAppendOutcome::Applied)
+    Ok((WorkflowAppendOutcome::Applied, children.count))
+}
+
+/// The children of a fill, taken [`FILL_BATCH`] at a time: each checked, counted and added to
+/// the digest that identifies the whole fill.
+struct Children<'i> {
+    source: &'i mut (dyn Iterator<Item = FanOutChild> + Send),
+    digest: Sha256,
+    count: usize,
+}
+
+impl<'i> Children<'i> {
+    fn new(job_type: &str, source: &'i mut (dyn Iterator<Item = FanOutChild> + Send)) -> Self {
+        let mut digest = Sha256::new();
+        digest.update(job_type.as_bytes());
+        Self {
+            source,
+            digest,
+            count: 0,
+        }
+    }
+
+    /// The next payloads, at most [`FILL_BATCH`]; `None` once there are no more.
+    fn next_batch(&mut self) -> Result<Option<Vec<Value>>> {
+        let mut batch = Vec::new();
+        for child in (&mut *self.source).take(FILL_BATCH) {
+            let payload = child
+                .map_err(|message| Error::invalid_input("payload.serialize_failed", message))?;
+            check_payload(&payload, &format!("the payload of child {}", self.count))?;
+            self.digest.update([0]);
+            self.digest.update(payload.to_string().as_bytes());
+            self.count += 1;
+            batch.push(payload);
+        }
+        Ok((!batch.is_empty()).then_some(batch))
+    }
+
+    /// What the mutation record keeps of the fill once every child was taken.
+    fn request(&self, fill: &FanOutFill<'_>) -> Value {
+        let digest = self.digest.clone().finalize();
+        json!({
+            "fan_out": fill.fan_out.as_str(),
+            "job_type": fill.job_type.as_str(),
+            "children": self.count,
+            "sha256": digest.iter().map(|byte| format!("{byte:02x}")).collect::<String>(),
+        })
+    }
 }
 
 /// The stored outputs of up to `limit` children of fan-out `fan_out`, from child `from` on,

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use sqlx::PgPool;
 
 use crate::core::jobs::{
-    FanOutPage, JobContext, JobContextError, JobId, JobLogLine, JobProgressSink, JobProgressUpdate,
-    JobProgressWriter, JobServices, JobType, StepKey, StepOutputError, StepOutputReader,
-    StepOutputs, WorkflowAppender, WorkflowRunId, WorkflowStepAppender, WorkflowStepEnqueue,
-    WorkflowStepId,
+    FanOutChild, FanOutPage, JobContext, JobContextError, JobId, JobLogLine, JobProgressSink,
+    JobProgressUpdate, JobProgressWriter, JobServices, JobType, StepKey, StepOutputError,
+    StepOutputReader, StepOutputs, WorkflowAppender, WorkflowRunId, WorkflowStepAppender,
+    WorkflowStepEnqueue, WorkflowStepId,
 };
 use crate::postgres::{Error, ErrorCategory};
 
@@ -117,7 +117,7 @@ impl WorkflowStepAppender for PgAppender {
         &self,
         fan_out: &str,
         job_type: &str,
-        children: &[serde_json::Value],
+        children: &mut (dyn Iterator<Item = FanOutChild> + Send),
     ) -> Result<bool, JobContextError> {
         let Some(filled_by) = self.step_key.as_deref() else {
             return Err(JobContextError::not_a_workflow_step());
@@ -128,9 +128,12 @@ impl WorkflowStepAppender for PgAppender {
             filled_by: StepKey::new(filled_by),
             fan_out: StepKey::new(fan_out),
             job_type: JobType::new(job_type),
-            children,
         };
-        applied(fill_fan_out(&self.pool, &fill).await)
+        applied(
+            fill_fan_out(&self.pool, &fill, children)
+                .await
+                .map(|(outcome, _)| outcome),
+        )
     }
 }
 

@@ -384,9 +384,10 @@ where
         key,
         kind: "APPEND_STEPS",
     };
-    if let Some(outcome) = mutation.begin(&mut tx, &request).await? {
-        return Ok(outcome);
+    if mutation.lock(&mut tx).await? {
+        return mutation.replay(&mut tx, &request).await;
     }
+    mutation.record(&mut tx, &request).await?;
 
     let existing: HashMap<String, Uuid> = sqlx::query!(
         "SELECT step_key, id FROM runledger.workflow_steps WHERE workflow_run_id = $1",
@@ -420,18 +421,14 @@ pub(super) struct RunMutation<'a> {
 }
 
 impl RunMutation<'_> {
-    /// Takes the run's release lock (shared) and row lock in `tx` and records the mutation with
-    /// its `request`: `None` when it is new and the run may change, `AlreadyApplied` when the same
-    /// request was recorded under the key before. Fails with `workflow.release_conflict` while a
-    /// cancellation holds the run, `workflow.append_conflicting_retry` for another request
-    /// under the key, `workflow.append_run_finished` once the run has finished,
+    /// Takes the run's release lock (shared) and row lock in `tx`, and says whether a change is
+    /// already recorded under the key (answer it with [`replay`](Self::replay)). When none is,
+    /// the run must still be open: `workflow.append_run_finished` once it has finished. Also
+    /// fails with `workflow.release_conflict` while a cancellation holds the run,
     /// `validation.isolation_level_unsupported` outside READ COMMITTED, and
-    /// `workflow.run_not_found` for a run not of the caller's organization.
-    pub(super) async fn begin(
-        &self,
-        tx: &mut sqlx::PgConnection,
-        request: &Value,
-    ) -> Result<Option<WorkflowAppendOutcome>> {
+    /// `workflow.run_not_found` for a run not of the caller's organization. Every writer of a
+    /// run's mutations holds its row lock, so what this reads stays true until `tx` ends.
+    pub(super) async fn lock(&self, tx: &mut sqlx::PgConnection) -> Result<bool> {
         let (run_id, key) = (self.run_id, self.key);
         let guard = sqlx::query!(
             r#"
@@ -452,64 +449,80 @@ impl RunMutation<'_> {
         }
         let run = sqlx::query!(
             r#"
-            SELECT status AS "status: WorkflowRunStatus", organization_id
+            SELECT status AS "status: WorkflowRunStatus", organization_id,
+                   EXISTS (
+                       SELECT 1 FROM runledger.workflow_run_mutations m
+                       WHERE m.workflow_run_id = $1 AND m.mutation_key = $2
+                   ) AS "recorded!"
             FROM runledger.workflow_runs
             WHERE id = $1
             FOR UPDATE
             "#,
             run_id.0,
+            key,
         )
         .fetch_optional(&mut *tx)
         .await?
         .filter(|run| run.organization_id == self.organization_id)
         .ok_or(Error::WorkflowRunNotFound { run_id })?;
-
-        let recorded = sqlx::query_scalar!(
-            r#"
-            INSERT INTO runledger.workflow_run_mutations (workflow_run_id, mutation_key, mutation_type, request)
-            VALUES ($1, $2, $3, $4)
-            ON CONFLICT (workflow_run_id, mutation_key) DO NOTHING
-            RETURNING id
-            "#,
-            run_id.0,
-            key,
-            self.kind,
-            request,
-        )
-        .fetch_optional(&mut *tx)
-        .await?;
-        if recorded.is_none() {
-            let same = sqlx::query_scalar!(
-                r#"
-                SELECT (request = $3) AS "same!"
-                FROM runledger.workflow_run_mutations
-                WHERE workflow_run_id = $1 AND mutation_key = $2
-                "#,
-                run_id.0,
-                key,
-                request,
+        if !run.recorded
+            && !matches!(
+                run.status,
+                WorkflowRunStatus::Running | WorkflowRunStatus::WaitingForExternal
             )
-            .fetch_one(&mut *tx)
-            .await?;
-            return if same {
-                Ok(Some(WorkflowAppendOutcome::AlreadyApplied))
-            } else {
-                Err(Error::WorkflowConflict {
-                    code: "workflow.append_conflicting_retry",
-                    subject: key.to_owned(),
-                })
-            };
-        }
-        if !matches!(
-            run.status,
-            WorkflowRunStatus::Running | WorkflowRunStatus::WaitingForExternal
-        ) {
+        {
             return Err(Error::WorkflowConflict {
                 code: "workflow.append_run_finished",
                 subject: key.to_owned(),
             });
         }
-        Ok(None)
+        Ok(run.recorded)
+    }
+
+    /// Answers a change already recorded under the key: `AlreadyApplied` for the same
+    /// `request`, `workflow.append_conflicting_retry` for another.
+    pub(super) async fn replay(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        request: &Value,
+    ) -> Result<WorkflowAppendOutcome> {
+        let same = sqlx::query_scalar!(
+            r#"
+            SELECT (request = $3) AS "same!"
+            FROM runledger.workflow_run_mutations
+            WHERE workflow_run_id = $1 AND mutation_key = $2
+            "#,
+            self.run_id.0,
+            self.key,
+            request,
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        if same {
+            Ok(WorkflowAppendOutcome::AlreadyApplied)
+        } else {
+            Err(Error::WorkflowConflict {
+                code: "workflow.append_conflicting_retry",
+                subject: self.key.to_owned(),
+            })
+        }
+    }
+
+    /// Records the change's `request` under the key.
+    pub(super) async fn record(&self, tx: &mut sqlx::PgConnection, request: &Value) -> Result<()> {
+        sqlx::query!(
+            r#"
+            INSERT INTO runledger.workflow_run_mutations (workflow_run_id, mutation_key, mutation_type, request)
+            VALUES ($1, $2, $3, $4)
+            "#,
+            self.run_id.0,
+            self.key,
+            self.kind,
+            request,
+        )
+        .execute(&mut *tx)
+        .await?;
+        Ok(())
     }
 }
 
