@@ -1292,6 +1292,49 @@ async fn a_fan_out_release_writes_each_released_step_once_and_gives_it_its_job(p
     }
 }
 
+/// A run wider than one statement's batch of steps (5,000) is written in several, each step
+/// with its edges, and its release sees every one.
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_run_wider_than_one_statement_keeps_every_step_and_edge(pool: PgPool) {
+    use runledger_engine::postgres::jobs::{ClaimRequest, claim_jobs, complete_job_success};
+
+    const WIDTH: usize = 6_000;
+    crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
+    let (meta, keys) = (json!({}), middle_keys(WIDTH));
+    let run_id = enqueue_workflow_run(&pool, &fan_out_run(&meta, &keys))
+        .await
+        .unwrap()
+        .id;
+    let counts: (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM runledger.workflow_steps WHERE workflow_run_id = $1),                 (SELECT count(*) FROM runledger.workflow_step_dependencies WHERE workflow_run_id = $1)",
+    )
+    .bind(run_id.0)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(counts, (WIDTH as i64 + 2, 2 * WIDTH as i64));
+    let start = claim_jobs(
+        &pool,
+        &ClaimRequest::new("w-wide", 10, Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    complete_job_success(&pool, &start[0].lease(), None)
+        .await
+        .unwrap();
+    let released: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM runledger.job_queue WHERE workflow_run_id = $1 AND status = 'PENDING'",
+    )
+    .bind(run_id.0)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        released, WIDTH as i64,
+        "every middle step released, none of `end`"
+    );
+}
+
 /// The step table's updates and heap-only updates in the current transaction.
 async fn step_updates(tx: &mut sqlx::PgConnection) -> (i64, i64) {
     sqlx::query_as(

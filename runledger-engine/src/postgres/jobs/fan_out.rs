@@ -11,7 +11,7 @@ use crate::postgres::error::{Error, Result};
 use crate::postgres::input::{check_key, check_payload};
 
 use super::WorkflowAppendOutcome;
-use super::workflows::RunMutation;
+use super::workflows::{RunMutation, hex};
 
 /// Children written per statement: a fill of any size sends bounded statements.
 const FILL_BATCH: usize = 5_000;
@@ -238,12 +238,11 @@ impl<'i> Children<'i> {
 
     /// What the mutation record keeps of the fill once every child was taken.
     fn request(&self, fill: &FanOutFill<'_>) -> Value {
-        let digest = self.digest.clone().finalize();
         json!({
             "fan_out": fill.fan_out.as_str(),
             "job_type": fill.job_type.as_str(),
             "children": self.count,
-            "sha256": digest.iter().map(|byte| format!("{byte:02x}")).collect::<String>(),
+            "sha256": hex(&self.digest.clone().finalize()),
         })
     }
 }

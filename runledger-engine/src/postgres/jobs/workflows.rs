@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use sqlx::types::Json;
 use sqlx::{Acquire, PgExecutor, Postgres};
 use uuid::Uuid;
@@ -177,8 +178,13 @@ where
     })
 }
 
-/// Inserts steps and their edges into a run, set-based. `existing` maps the keys of steps
-/// already in the run to their ids (empty for a new run). Returns the new steps' ids.
+/// Steps written per statement (with their edges in one more): a run or an append of any size
+/// sends bounded statements.
+const STEP_BATCH: usize = 5_000;
+
+/// Inserts steps and their edges into a run, set-based, [`STEP_BATCH`] steps per statement.
+/// `existing` maps the keys of steps already in the run to their ids (empty for a new run).
+/// Returns the new steps' ids.
 async fn insert_steps(
     conn: &mut sqlx::PgConnection,
     run_id: Uuid,
@@ -191,6 +197,21 @@ async fn insert_steps(
         .zip(fresh_uuids(steps.len()))
         .chain(existing.iter().map(|(key, id)| (key.as_str(), *id)))
         .collect();
+    for batch in steps.chunks(STEP_BATCH) {
+        insert_step_batch(conn, run_id, batch, &ids).await?;
+    }
+    let id_of = |key: &str| ids.get(key).copied().unwrap_or_default();
+    Ok(steps.iter().map(|s| id_of(s.step_key.as_str())).collect())
+}
+
+/// Inserts one batch of steps and their edges, with the ids of `ids` (every key of the run's
+/// steps, old and new).
+async fn insert_step_batch(
+    conn: &mut sqlx::PgConnection,
+    run_id: Uuid,
+    steps: &[WorkflowStepEnqueue<'_>],
+    ids: &HashMap<&str, Uuid>,
+) -> Result<()> {
     let id_of = |key: &str| ids.get(key).copied().unwrap_or_default();
     let step_ids: Vec<Uuid> = steps.iter().map(|s| id_of(s.step_key.as_str())).collect();
     let keys: Vec<&str> = steps.iter().map(|s| s.step_key.as_str()).collect();
@@ -289,7 +310,12 @@ async fn insert_steps(
         .execute(&mut *conn)
         .await?;
     }
-    Ok(step_ids)
+    Ok(())
+}
+
+/// Bytes as lowercase hexadecimal (the digests of run mutations).
+pub(super) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// Whether a step's metadata says anything: the empty object is the column's default.
@@ -377,7 +403,12 @@ where
     let run_id = append.workflow_run_id;
     let mut conn = acquire.acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let request = crate::core::jobs::canonical_steps(&append.steps);
+    // The record keeps a digest of the canonical request: small whatever the append's size.
+    let canonical = crate::core::jobs::canonical_steps(&append.steps).to_string();
+    let request = serde_json::json!({
+        "sha256": hex(&Sha256::digest(canonical.as_bytes())),
+    });
+    drop(canonical);
     let mutation = RunMutation {
         run_id,
         organization_id: append.organization_id,
