@@ -18,6 +18,20 @@ use sqlx::PgPool;
 
 use crate::support::{fast_config, handler};
 
+/// The catalog of `fan.echo`, which returns its payload's `value`, its definition synced.
+async fn echo(pool: &PgPool) -> JobCatalog {
+    let catalog = JobCatalog::new().job(
+        "fan.echo",
+        handler("fan.echo", |_, payload: Value| async move {
+            Ok(JobCompletion::with_output(
+                json!({ "value": payload["value"] }),
+            ))
+        }),
+    );
+    catalog.sync_definitions(pool).await.unwrap();
+    catalog
+}
+
 /// `plan -> pages (fan-out) -> read`, `plan -> late (fan-out)`, and a gate `hold` that keeps
 /// the run open.
 async fn enqueue(pool: &PgPool) -> WorkflowRunId {
@@ -96,15 +110,7 @@ async fn step(
 async fn a_fill_is_checked_idempotent_and_its_fan_out_closes_with_the_outputs_in_order(
     pool: PgPool,
 ) {
-    let catalog = JobCatalog::new().job(
-        "fan.echo",
-        handler("fan.echo", |_, payload: Value| async move {
-            Ok(JobCompletion::with_output(
-                json!({ "value": payload["value"] }),
-            ))
-        }),
-    );
-    catalog.sync_definitions(&pool).await.unwrap();
+    let catalog = echo(&pool).await;
     let run = enqueue(&pool).await;
     let children: Vec<Value> = (0..12).map(|n| json!({ "value": n })).collect();
 
@@ -247,13 +253,7 @@ async fn a_fill_is_checked_idempotent_and_its_fan_out_closes_with_the_outputs_in
 /// exceed 255 MiB): it succeeds with a reason, and its children keep their outputs.
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn a_fan_out_whose_outputs_exceed_16_mib_succeeds_without_collecting_them(pool: PgPool) {
-    let catalog = JobCatalog::new().job(
-        "fan.echo",
-        handler("fan.echo", |_, _: Value| async {
-            Ok(JobCompletion::success())
-        }),
-    );
-    catalog.sync_definitions(&pool).await.unwrap();
+    echo(&pool).await;
     let run = enqueue(&pool).await;
     let children: Vec<Value> = (0..20).map(|n| json!({ "value": n })).collect();
     fill_with(&pool, run, "plan", "pages", &children)
@@ -299,13 +299,7 @@ async fn a_fan_out_whose_outputs_exceed_16_mib_succeeds_without_collecting_them(
 /// could not produce fails the whole fill, and nothing of it stays.
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn a_fill_spans_statements_and_a_bad_child_leaves_nothing(pool: PgPool) {
-    let catalog = JobCatalog::new().job(
-        "fan.echo",
-        handler("fan.echo", |_, _: Value| async {
-            Ok(JobCompletion::success())
-        }),
-    );
-    catalog.sync_definitions(&pool).await.unwrap();
+    echo(&pool).await;
     let run = enqueue(&pool).await;
     let steps = || async {
         sqlx::query_scalar::<_, i64>(
