@@ -105,6 +105,10 @@ impl JobContext {
     /// the `FanOut`'s `#[after(..)]` prerequisites (otherwise
     /// `workflow.fan_out_filler_not_prerequisite`).
     ///
+    /// The children are taken from the iterator 5,000 at a time and written as they come, in
+    /// one transaction that holds the run's row: any number fits in bounded memory, and the
+    /// iterator should produce them without waiting on anything slow.
+    ///
     /// Idempotent for a retried attempt: the same children again are accepted (nothing is added
     /// twice); other children fail with `workflow.append_conflicting_retry`, as does filling a
     /// `FanOut` twice. Fails with `workflow.not_a_workflow_step` outside a workflow step,
