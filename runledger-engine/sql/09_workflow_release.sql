@@ -5,7 +5,8 @@
 -- Each step keeps dependency counters (total / pending / unsatisfied). When steps finish, their
 -- dependents are counted down once each by the number of their finished prerequisites; a
 -- dependent reaching zero pending is released in the same row update (a job step becomes
--- ENQUEUED with a job row whose id is the step's, an external step WAITING_FOR_EXTERNAL), or
+-- ENQUEUED with a job row whose id is the step's, an external step WAITING_FOR_EXTERNAL, a
+-- fan-out finishes at once with its children's outputs), or
 -- CANCELED with `workflow.dependency_unsatisfied`, cascading, when an after_success
 -- prerequisite did not succeed. The run's status is then recomputed.
 --
@@ -188,10 +189,11 @@ $$;
 
 -- After the steps in `p_finished` finished (those in `p_failed` without succeeding): counts
 -- down their dependents' prerequisites, releases in the same row update the dependents that are
--- now free, inserts the jobs of the released job steps, and cancels those whose after_success
--- prerequisite did not succeed; the canceled steps are the next wave. Each wave reads the edges
--- out of its finished steps once, through the edges' primary key (prerequisite, step), counted
--- per dependent, then updates those dependents by their keys. Called by
+-- now free, inserts the jobs of the released job steps, closes the released fan-outs
+-- (runledger.workflow_close_fan_outs), and cancels those whose after_success prerequisite did
+-- not succeed; the canceled steps and the closed fan-outs are the next wave. Each wave reads
+-- the edges out of its finished steps once, through the edges' primary key (prerequisite,
+-- step), counted per dependent, then updates those dependents by their keys. Called by
 -- runledger.workflow_finish_steps and runledger.workflow_settle_new_steps.
 CREATE FUNCTION runledger.workflow_count_down_dependents(p_finished uuid[], p_failed uuid[])
 RETURNS void
