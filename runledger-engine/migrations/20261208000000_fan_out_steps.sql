@@ -143,8 +143,12 @@ BEGIN
 
         PERFORM runledger.workflow_insert_step_jobs(v_jobs);
         PERFORM runledger.workflow_cancel_unsatisfied(v_doomed);
-        SELECT c.closed, c.failed INTO v_closed, v_closed_failed
-        FROM runledger.workflow_close_fan_outs(v_fan_outs) AS c;
+        v_closed := NULL;
+        v_closed_failed := NULL;
+        IF v_fan_outs IS NOT NULL THEN
+            SELECT c.closed, c.failed INTO v_closed, v_closed_failed
+            FROM runledger.workflow_close_fan_outs(v_fan_outs) AS c;
+        END IF;
         -- Canceled steps finished without succeeding: their dependents count them as failed;
         -- so do they a fan-out that failed.
         v_frontier := coalesce(v_doomed, '{}') || coalesce(v_closed, '{}');

@@ -225,13 +225,9 @@ impl<T: serde::de::DeserializeOwned> Chunks<T> {
             return Ok(None);
         }
         self.next += page.outputs.len() as u64;
-        let key = self.key;
         page.outputs
             .into_iter()
-            .map(|stored| {
-                crate::output::decode(key, stored)
-                    .map_err(|e| JobError::coded_terminal("job.output_invalid", e))
-            })
+            .map(|stored| crate::reads::decode(self.key, stored))
             .collect::<Result<Vec<T>, JobError>>()
             .map(Some)
     }

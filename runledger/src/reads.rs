@@ -85,8 +85,9 @@ impl<T: DeserializeOwned> StepOutput<Vec<T>> for Chunks<T> {
     }
 }
 
-/// Decodes the stored output of step `key` (`None`: it stored none).
-fn decode<O: DeserializeOwned>(key: &str, stored: Option<Value>) -> Result<O, JobError> {
+/// Decodes the stored output of step `key` (`None`: it stored none); one that does not fit
+/// fails terminally with `job.output_invalid`.
+pub(crate) fn decode<O: DeserializeOwned>(key: &str, stored: Option<Value>) -> Result<O, JobError> {
     output::decode(key, stored).map_err(|e| JobError::coded_terminal("job.output_invalid", e))
 }
 

@@ -1240,17 +1240,22 @@ fn fan_out_run<'a>(
         .unwrap()
 }
 
+/// Defines `wf.step` and enqueues a `start -> width steps -> end` run of it.
+async fn enqueue_fan_out(pool: &PgPool, width: usize) -> WorkflowRunId {
+    crate::support::define(pool, "wf.step", crate::support::DefinitionOpts::default()).await;
+    let (meta, keys) = (json!({}), middle_keys(width));
+    enqueue_workflow_run(pool, &fan_out_run(&meta, &keys))
+        .await
+        .unwrap()
+        .id
+}
+
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn a_fan_out_release_writes_each_released_step_once_and_gives_it_its_job(pool: PgPool) {
     use runledger_engine::postgres::jobs::{ClaimRequest, claim_jobs, complete_job_success};
 
     const WIDTH: usize = 20;
-    crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
-    let (meta, keys) = (json!({}), middle_keys(WIDTH));
-    let run_id = enqueue_workflow_run(&pool, &fan_out_run(&meta, &keys))
-        .await
-        .unwrap()
-        .id;
+    let run_id = enqueue_fan_out(&pool, WIDTH).await;
     let start = claim_jobs(
         &pool,
         &ClaimRequest::new("w-fan", 10, Duration::from_secs(60)),
@@ -1299,14 +1304,10 @@ async fn a_run_wider_than_one_statement_keeps_every_step_and_edge(pool: PgPool) 
     use runledger_engine::postgres::jobs::{ClaimRequest, claim_jobs, complete_job_success};
 
     const WIDTH: usize = 6_000;
-    crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
-    let (meta, keys) = (json!({}), middle_keys(WIDTH));
-    let run_id = enqueue_workflow_run(&pool, &fan_out_run(&meta, &keys))
-        .await
-        .unwrap()
-        .id;
+    let run_id = enqueue_fan_out(&pool, WIDTH).await;
     let counts: (i64, i64) = sqlx::query_as(
-        "SELECT (SELECT count(*) FROM runledger.workflow_steps WHERE workflow_run_id = $1),                 (SELECT count(*) FROM runledger.workflow_step_dependencies WHERE workflow_run_id = $1)",
+        "SELECT (SELECT count(*) FROM runledger.workflow_steps WHERE workflow_run_id = $1), \
+                (SELECT count(*) FROM runledger.workflow_step_dependencies WHERE workflow_run_id = $1)",
     )
     .bind(run_id.0)
     .fetch_one(&pool)
@@ -1585,11 +1586,7 @@ async fn a_completion_batch_reads_each_of_its_steps_once(pool: PgPool) {
 
     const WIDTH: usize = 40;
     const BATCH: usize = 20;
-    crate::support::define(&pool, "wf.step", crate::support::DefinitionOpts::default()).await;
-    let (meta, keys) = (json!({}), middle_keys(WIDTH));
-    enqueue_workflow_run(&pool, &fan_out_run(&meta, &keys))
-        .await
-        .unwrap();
+    enqueue_fan_out(&pool, WIDTH).await;
     let jobs = claim_steps(&pool, "w-reads").await;
     complete_job_success(&pool, &jobs["start"].lease(), None)
         .await
@@ -1600,7 +1597,10 @@ async fn a_completion_batch_reads_each_of_its_steps_once(pool: PgPool) {
     // Index scans of step rows, counted within one transaction: one per finished step and one
     // for the dependent they count down. The finished steps are not read again, and the run's
     // refresh reads none: its count of active steps says that some are.
-    let batch: Vec<_> = keys[..BATCH].iter().map(|key| jobs[key].clone()).collect();
+    let batch: Vec<_> = middle_keys(BATCH)
+        .iter()
+        .map(|key| jobs[key].clone())
+        .collect();
     let scans = "SELECT idx_scan + seq_scan FROM pg_stat_xact_user_tables \
                  WHERE schemaname = 'runledger' AND relname = 'workflow_steps'";
     let mut tx = pool.begin().await.unwrap();

@@ -405,10 +405,7 @@ where
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     // The record keeps a digest of the canonical request: small whatever the append's size.
     let canonical = crate::core::jobs::canonical_steps(&append.steps).to_string();
-    let request = serde_json::json!({
-        "sha256": hex(&Sha256::digest(canonical.as_bytes())),
-    });
-    drop(canonical);
+    let request = serde_json::json!({ "sha256": hex(&Sha256::digest(canonical)) });
     let mutation = RunMutation {
         run_id,
         organization_id: append.organization_id,
