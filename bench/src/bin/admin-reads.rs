@@ -1,9 +1,11 @@
 //! Admin-read timing: seeds a database with 100,000 jobs of 10 types (every status, with
-//! attempts, dead letters and logs) and 1,000 workflow runs, then times the reads behind each
+//! attempts, dead letters and logs), 1,000 workflow runs and one run of a 100,000-child fan-out,
+//! then times the reads behind each
 //! `runledger` dashboard screen and prints `EXPLAIN (ANALYZE, BUFFERS)` of the dashboard query.
 //!
 //! ```sh
-//! cargo run --release -p runledger-bench --bin admin-reads -- --jobs 100000 --runs 1000
+//! cargo run --release -p runledger-bench --bin admin-reads -- --jobs 100000 --runs 1000 \
+//!     --wide-run 100000
 //! ```
 //!
 //! It creates (and drops at the start of each run) the database `runledger_admin_reads` on the
@@ -17,13 +19,16 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use runledger_bench::{BoxError, database_url, fresh_database, quantiles};
-use runledger_engine::core::jobs::{JobId, JobStatus, WorkflowDagBuilder, WorkflowRunStatus};
+use runledger_engine::core::jobs::{
+    JobId, JobStatus, JobType, StepKey, WorkflowDagBuilder, WorkflowRunEnqueueBuilder,
+    WorkflowRunId, WorkflowRunStatus, WorkflowStepEnqueueBuilder, WorkflowType,
+};
 use runledger_engine::postgres::jobs::{
-    JobDefinitionUpsert, JobListFilter, WorkflowRunCountFilter, WorkflowRunHandleScope,
-    WorkflowRunListFilter, count_jobs, count_workflow_runs, enqueue_workflow_run, get_job_detail,
-    get_job_metrics, get_workflow_run, list_job_definitions, list_job_runtime_configs,
-    list_job_schedules, list_jobs, list_workflow_run_step_counts, list_workflow_runs,
-    list_workflow_steps, upsert_job_definition,
+    FanOutFill, JobDefinitionUpsert, JobListFilter, WorkflowRunCountFilter, WorkflowRunHandleScope,
+    WorkflowRunListFilter, count_jobs, count_workflow_runs, enqueue_workflow_run, fill_fan_out,
+    get_job_detail, get_job_metrics, get_workflow_run, list_job_definitions,
+    list_job_runtime_configs, list_job_schedules, list_jobs, list_workflow_run_step_counts,
+    list_workflow_runs, list_workflow_steps_page, upsert_job_definition,
 };
 use serde_json::json;
 use sqlx::PgPool;
@@ -44,11 +49,18 @@ struct Options {
     /// Workflow runs to seed.
     #[arg(long, default_value_t = 1_000)]
     runs: usize,
+    /// Children of the fan-out of one more run, whose detail is timed apart (0 skips it).
+    #[arg(long, default_value_t = 100_000)]
+    wide_run: usize,
 }
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let Options { jobs, runs } = clap::Parser::parse();
+    let Options {
+        jobs,
+        runs,
+        wide_run,
+    } = clap::Parser::parse();
     let db_url = fresh_database(&database_url(), DB).await?;
     let writer = PgPoolOptions::new()
         .max_connections(8)
@@ -69,6 +81,18 @@ async fn main() -> Result<(), BoxError> {
     .fetch_one(&writer)
     .await?;
     println!("rows: job_queue {total}, workflow_runs {runs_total}, job_logs {logs}\n");
+    let wide = if wide_run > 0 {
+        let started = Instant::now();
+        let run = seed_wide_run(&writer, wide_run).await?;
+        println!(
+            "seeded a run of {} steps in {:.1} s\n",
+            wide_run + 3,
+            started.elapsed().as_secs_f64()
+        );
+        Some(run)
+    } else {
+        None
+    };
 
     let tui = PgPoolOptions::new()
         .max_connections(2)
@@ -78,9 +102,9 @@ async fn main() -> Result<(), BoxError> {
         ]))
         .await?;
     println!("== reads per screen, TUI connection settings (median / max of {ROUNDS}) ==");
-    time_screens(&tui).await?;
+    time_screens(&tui, wide).await?;
     println!("\n== same reads, default connection settings (generic plans allowed) ==");
-    time_screens(&writer).await?;
+    time_screens(&writer, wide).await?;
 
     explain_dashboard(&tui, "as seeded: 46 % of the jobs are pending or leased").await?;
 
@@ -257,7 +281,49 @@ where
     Ok(())
 }
 
-async fn time_screens(pool: &PgPool) -> Result<(), BoxError> {
+/// A run `plan -> kids (a fan-out of `children`) -> join`, its fan-out filled, nothing run.
+async fn seed_wide_run(pool: &PgPool, children: usize) -> Result<WorkflowRunId, BoxError> {
+    let (meta, payload) = (json!({}), json!({}));
+    let job = |key: &'static str| {
+        WorkflowStepEnqueueBuilder::new(StepKey::new(key), JobType::new("bench.type_0"), &payload)
+    };
+    let run = WorkflowRunEnqueueBuilder::new(WorkflowType::new("bench.wide"), &meta)
+        .step(job("plan").build())
+        .step(
+            WorkflowStepEnqueueBuilder::new_fan_out(StepKey::new("kids"))
+                .depends_on_success(StepKey::new("plan"))
+                .build(),
+        )
+        .step(job("join").depends_on_success(StepKey::new("kids")).build())
+        .build()?;
+    let run = enqueue_workflow_run(pool, &run).await?.id;
+    let fill = FanOutFill {
+        workflow_run_id: run,
+        organization_id: None,
+        filled_by: StepKey::new("plan"),
+        fan_out: StepKey::new("kids"),
+        job_type: JobType::new("bench.type_0"),
+    };
+    let mut kids = (0..children).map(|n| Ok(json!({ "n": n })));
+    fill_fan_out(pool, &fill, &mut kids).await?;
+    sqlx::query("VACUUM ANALYZE").execute(pool).await?;
+    Ok(run)
+}
+
+/// What the TUI reads for a run's detail screen: the run, its step counts and a page of steps.
+async fn workflow_detail(
+    pool: &PgPool,
+    run: WorkflowRunId,
+    after: Option<runledger_engine::core::jobs::WorkflowStepId>,
+) -> Result<usize, runledger_engine::postgres::Error> {
+    get_workflow_run(pool, run, WorkflowRunHandleScope::Admin).await?;
+    list_workflow_run_step_counts(pool, &[run]).await?;
+    let steps =
+        list_workflow_steps_page(pool, run, WorkflowRunHandleScope::Admin, after, LIMIT).await?;
+    Ok(steps.len())
+}
+
+async fn time_screens(pool: &PgPool, wide: Option<WorkflowRunId>) -> Result<(), BoxError> {
     let org = Some(Uuid::from_u128(4));
     timed("dashboard (metrics + 3 run counts)", || async {
         get_job_metrics(pool, None).await?;
@@ -345,11 +411,24 @@ async fn time_screens(pool: &PgPool) -> Result<(), BoxError> {
         .first()
         .map(|r| r.id)
         .ok_or("no runs")?;
-    timed("workflow detail (run + steps)", || async {
-        get_workflow_run(pool, run, WorkflowRunHandleScope::Admin).await?;
-        list_workflow_steps(pool, run, WorkflowRunHandleScope::Admin).await
-    })
+    timed(
+        "workflow detail (run + step counts + a page of steps)",
+        || workflow_detail(pool, run, None),
+    )
     .await?;
+    if let Some(wide) = wide {
+        timed("workflow detail of the wide run, first page", || {
+            workflow_detail(pool, wide, None)
+        })
+        .await?;
+        let page = list_workflow_steps_page(pool, wide, WorkflowRunHandleScope::Admin, None, LIMIT)
+            .await?;
+        let cursor = page.last().map(|step| step.id);
+        timed("workflow detail of the wide run, page 2", || {
+            workflow_detail(pool, wide, cursor)
+        })
+        .await?;
+    }
     timed("definitions (+ runtime configs, schedules)", || async {
         list_job_definitions(pool).await?;
         list_job_runtime_configs(pool).await?;
