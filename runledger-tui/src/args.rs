@@ -149,10 +149,16 @@ pub(crate) struct JobListArgs {
 pub(crate) enum WorkflowsCommand {
     /// List workflow runs, newest first, with their step counts.
     List(RunListArgs),
-    /// Show one run with its steps.
+    /// Show one run with its steps, a page at a time.
     Show {
         /// The run id.
         id: Uuid,
+        /// Most steps to show.
+        #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+        limit: i64,
+        /// Continue after this step id (the previous page's `next_cursor`).
+        #[arg(long, value_name = "STEP_ID")]
+        after: Option<Uuid>,
     },
     /// Cancel a run: its open steps and their jobs end canceled.
     Cancel {

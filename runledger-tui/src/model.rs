@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use runledger_engine::core::jobs::{
-    JobId, JobStage, JobStatus, WorkflowRunId, WorkflowRunStatus, WorkflowStepKind,
+    JobId, JobStage, JobStatus, WorkflowRunId, WorkflowRunStatus, WorkflowStepId, WorkflowStepKind,
     WorkflowStepStatus,
 };
 use runledger_engine::postgres::jobs::{
@@ -54,7 +54,11 @@ pub(crate) enum ViewQuery {
     },
     Definitions,
     Job(JobId),
-    Workflow(WorkflowRunId),
+    /// A run and a page of its steps, after the step `after`.
+    Workflow {
+        id: WorkflowRunId,
+        after: Option<WorkflowStepId>,
+    },
     /// Find out whether an id (from the `:` prompt) is a job or a workflow run.
     Lookup(Uuid),
 }
@@ -410,8 +414,10 @@ pub(crate) struct StepRow {
     pub(crate) kind: String,
     pub(crate) status: WorkflowStepStatus,
     pub(crate) job_id: Option<JobId>,
-    /// Prerequisite keys with their condition.
+    /// Prerequisite keys with their condition, the first of them on a large run.
     pub(crate) dependencies: Vec<(String, String)>,
+    /// How many prerequisites in all.
+    pub(crate) dependency_count: i64,
     pub(crate) error: Option<String>,
 }
 
@@ -433,6 +439,7 @@ const PREREQUISITES_SHOWN: usize = 5;
 /// joined by `separator`, then how many more; `-` for none.
 pub(crate) fn prerequisites_cell(
     dependencies: &[(String, String)],
+    total: i64,
     separator: &str,
     name: impl Fn(&str, &str) -> String,
 ) -> String {
@@ -444,12 +451,9 @@ pub(crate) fn prerequisites_cell(
         .take(PREREQUISITES_SHOWN)
         .map(|(key, condition)| name(key, condition))
         .collect();
+    let more = total - shown.len() as i64;
     let mut cell = shown.join(separator);
-    if let Some(more) = dependencies
-        .len()
-        .checked_sub(PREREQUISITES_SHOWN)
-        .filter(|n| *n > 0)
-    {
+    if more > 0 {
         cell.push_str(&format!("{separator}+{more} more"));
     }
     cell
@@ -464,16 +468,19 @@ impl From<WorkflowStepRecord> for StepRow {
             status: s.status,
             job_id: s.job_id,
             dependencies: s.dependencies,
+            dependency_count: s.dependency_count,
             error: s.last_error_code.or(s.status_reason),
         }
     }
 }
 
-/// A run and its steps.
+/// A run and one page of its steps.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct WorkflowDetailData {
     pub(crate) run: RunRow,
     pub(crate) steps: Vec<StepRow>,
+    /// The last step of a full page, where the next one starts.
+    pub(crate) next_cursor: Option<WorkflowStepId>,
 }
 
 /// A job definition with its runtime config and schedules.

@@ -10,7 +10,7 @@ use runledger_engine::postgres::jobs::{
     count_workflow_runs, get_job_activity, get_job_by_id, get_job_detail, get_job_intent_metrics,
     get_job_metrics, get_workflow_run, list_job_definitions, list_job_runtime_configs,
     list_job_schedules, list_jobs, list_workflow_run_step_counts, list_workflow_runs,
-    list_workflow_steps,
+    list_workflow_steps_page,
 };
 use sqlx::PgPool;
 use tokio::sync::{mpsc, watch};
@@ -238,12 +238,21 @@ async fn fetch_data(
                 .await?
                 .map(|detail| Box::new(JobDetailData::from(detail))),
         ),
-        ViewQuery::Workflow(id) => match get_workflow_run(pool, *id, scope).await? {
+        ViewQuery::Workflow { id, after } => match get_workflow_run(pool, *id, scope).await? {
             Some(run) => {
-                let steps = list_workflow_steps(pool, *id, scope).await?;
+                let steps = list_workflow_steps_page(pool, *id, scope, *after, query.limit).await?;
+                let counts = list_workflow_run_step_counts(pool, &[*id]).await?;
+                let next_cursor = if steps.len() as i64 >= query.limit {
+                    steps.last().map(|step| step.id)
+                } else {
+                    None
+                };
+                let mut run = RunRow::from(run);
+                run.progress = counts.first().map(|c| (c.succeeded, c.failed, c.total));
                 Data::Workflow(Some(Box::new(WorkflowDetailData {
-                    run: run.into(),
+                    run,
                     steps: steps.into_iter().map(Into::into).collect(),
+                    next_cursor,
                 })))
             }
             None => Data::Workflow(None),

@@ -8,8 +8,9 @@ use runledger_engine::core::jobs::{
     WorkflowStepEnqueueBuilder, WorkflowStepStatus, WorkflowType,
 };
 use runledger_engine::postgres::jobs::{
-    FanOutFill, TenantScope, WorkflowAppendOutcome, WorkflowRunHandleScope, enqueue_workflow_run,
-    fill_fan_out, get_fan_out_outputs, get_workflow_run, list_workflow_steps,
+    FanOutFill, PREREQUISITES_NAMED, TenantScope, WorkflowAppendOutcome, WorkflowRunHandleScope,
+    enqueue_workflow_run, fill_fan_out, get_fan_out_outputs, get_workflow_run, list_workflow_steps,
+    list_workflow_steps_page,
 };
 use runledger_engine::runtime::Supervisor;
 use runledger_engine::runtime::catalog::JobCatalog;
@@ -246,6 +247,73 @@ async fn a_fill_is_checked_idempotent_and_its_fan_out_closes_with_the_outputs_in
             .unwrap_err()
             .code(),
         "workflow.not_a_prerequisite"
+    );
+}
+
+/// A run read a page at a time gives the steps of the whole read, in the same order, each with
+/// its prerequisites, whichever page they fall on.
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_runs_steps_read_in_pages_are_its_steps_read_at_once(pool: PgPool) {
+    echo(&pool).await;
+    let run = enqueue(&pool).await;
+    let children: Vec<Value> = (0..1_203).map(|n| json!({ "value": n })).collect();
+    fill_with(&pool, run, "plan", "pages", &children)
+        .await
+        .unwrap();
+    let all = list_workflow_steps(&pool, run, TenantScope::Admin)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 5 + 1_203);
+
+    let mut paged = Vec::new();
+    let mut after = None;
+    let mut pages = 0;
+    loop {
+        let page = list_workflow_steps_page(&pool, run, TenantScope::Admin, after, 500)
+            .await
+            .unwrap();
+        pages += 1;
+        after = page.last().map(|step| step.id);
+        let full = page.len() == 500;
+        paged.extend(page);
+        if !full {
+            break;
+        }
+    }
+    assert_eq!(pages, 3);
+    // A page names the first prerequisites of each step and counts them all.
+    let named = usize::try_from(PREREQUISITES_NAMED).unwrap();
+    let expected: Vec<_> = all
+        .into_iter()
+        .map(|mut step| {
+            assert_eq!(step.dependency_count, step.dependencies.len() as i64);
+            step.dependencies.truncate(named);
+            step
+        })
+        .collect();
+    assert_eq!(paged, expected);
+    let fan_out = paged.iter().find(|s| s.step_key == "pages").unwrap();
+    assert_eq!(
+        fan_out.dependency_count,
+        1 + 1_203,
+        "`plan` and every child"
+    );
+    assert_eq!(fan_out.dependencies.len(), named);
+    let child = paged.iter().find(|s| s.step_key == "pages/1202").unwrap();
+    assert_eq!(
+        child.dependencies,
+        vec![("plan".to_owned(), "SUCCESS".to_owned())]
+    );
+    let read = paged.iter().find(|s| s.step_key == "read").unwrap();
+    assert_eq!(read.dependencies.len(), 2);
+
+    let other = uuid::Uuid::now_v7();
+    assert!(
+        list_workflow_steps_page(&pool, run, TenantScope::Organization(other), None, 500)
+            .await
+            .unwrap()
+            .is_empty(),
+        "another tenant's run has no steps to read"
     );
 }
 

@@ -6,7 +6,9 @@ use std::any::Any;
 use std::time::{Duration, Instant};
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use runledger_engine::core::jobs::{JobId, JobStatus, WorkflowRunId, WorkflowRunStatus};
+use runledger_engine::core::jobs::{
+    JobId, JobStatus, WorkflowRunId, WorkflowRunStatus, WorkflowStepId,
+};
 use uuid::Uuid;
 
 use super::{App, Effect};
@@ -14,7 +16,7 @@ use crate::input::InputKind;
 use crate::model::{
     Command, Data, Found, PollerEvent, QueueData, Snapshot, ViewQuery, WorkflowsData,
 };
-use crate::screens::{JobDetail, Pane, Queue, Screen, Workflows};
+use crate::screens::{JobDetail, Pane, Queue, Screen, WorkflowDetail, Workflows};
 use crate::ui::tests::{app, job, load, metrics, press, queue_data, run_row, workflow_detail};
 
 /// The tab of type `S`.
@@ -148,19 +150,34 @@ fn enter_opens_and_h_or_esc_go_back() {
     );
     press(&mut app, KeyCode::Char('l'));
     let run = WorkflowRunId(Uuid::from_u128(77));
-    assert_eq!(app.query().view, ViewQuery::Workflow(run));
+    assert_eq!(
+        app.query().view,
+        ViewQuery::Workflow {
+            id: run,
+            after: None
+        }
+    );
     load(&mut app, Data::Workflow(Some(Box::new(workflow_detail()))));
     press(&mut app, KeyCode::Enter);
     let stack: Vec<ViewQuery> = app.stack.iter().map(|screen| screen.query()).collect();
     assert_eq!(
         stack,
         vec![
-            ViewQuery::Workflow(run),
+            ViewQuery::Workflow {
+                id: run,
+                after: None
+            },
             ViewQuery::Job(JobId(Uuid::from_u128(31)))
         ]
     );
     press(&mut app, KeyCode::Esc);
-    assert_eq!(app.query().view, ViewQuery::Workflow(run));
+    assert_eq!(
+        app.query().view,
+        ViewQuery::Workflow {
+            id: run,
+            after: None
+        }
+    );
     press(&mut app, KeyCode::Char('G'));
     press(&mut app, KeyCode::Enter);
     assert_eq!(app.flash.as_deref(), Some("this step has no job yet"));
@@ -174,6 +191,42 @@ fn enter_opens_and_h_or_esc_go_back() {
     assert_eq!(
         queue(&app).filter.type_contains.as_deref(),
         Some("reports.render")
+    );
+}
+
+#[test]
+fn a_runs_steps_turn_keyset_pages_past_the_last_row() {
+    let mut app = queue_app();
+    let run = WorkflowRunId(Uuid::from_u128(77));
+    app.stack.push(Box::new(WorkflowDetail::new(run)));
+    let cursor = WorkflowStepId(Uuid::from_u128(9));
+    let mut detail = workflow_detail();
+    detail.next_cursor = Some(cursor);
+    load(&mut app, Data::Workflow(Some(Box::new(detail))));
+    press(&mut app, KeyCode::Char('G'));
+    assert_eq!(
+        app.query().view,
+        ViewQuery::Workflow {
+            id: run,
+            after: None
+        }
+    );
+    press(&mut app, KeyCode::Char('j'));
+    assert_eq!(
+        app.query().view,
+        ViewQuery::Workflow {
+            id: run,
+            after: Some(cursor)
+        },
+        "past the last step: the page after it"
+    );
+    press(&mut app, KeyCode::Char('k'));
+    assert_eq!(
+        app.query().view,
+        ViewQuery::Workflow {
+            id: run,
+            after: None
+        }
     );
 }
 
@@ -369,7 +422,13 @@ fn colon_runs_commands_and_jumps_to_ids() {
     press(&mut app, KeyCode::Enter);
     assert_eq!(app.query().view, ViewQuery::Lookup(id));
     load(&mut app, Data::Lookup(Found::Workflow(WorkflowRunId(id))));
-    assert_eq!(app.query().view, ViewQuery::Workflow(WorkflowRunId(id)));
+    assert_eq!(
+        app.query().view,
+        ViewQuery::Workflow {
+            id: WorkflowRunId(id),
+            after: None
+        }
+    );
 
     press(&mut app, KeyCode::Char(':'));
     type_text(&mut app, &id.to_string());

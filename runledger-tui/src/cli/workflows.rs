@@ -1,12 +1,12 @@
 //! `workflows list|show|cancel` and `gates complete|fail`.
 
-use runledger_engine::core::jobs::{StepKey, WorkflowRunId, WorkflowStepStatus};
+use runledger_engine::core::jobs::{StepKey, WorkflowRunId, WorkflowStepId, WorkflowStepStatus};
 use runledger_engine::postgres::Error;
 use runledger_engine::postgres::jobs::{
     CompleteExternalWorkflowStepInput, ExternalStepCompletion, WorkflowRunListFilter,
     WorkflowRunRecord, WorkflowRunStepCounts, WorkflowStepRecord, cancel_workflow_run,
     complete_external_workflow_step, get_workflow_run, list_workflow_run_step_counts,
-    list_workflow_runs, list_workflow_steps,
+    list_workflow_runs, list_workflow_steps_page,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -24,6 +24,9 @@ struct RunView<'a> {
     steps: Option<&'a WorkflowRunStepCounts>,
     #[serde(skip_serializing_if = "Option::is_none")]
     step_list: Option<&'a [WorkflowStepRecord]>,
+    /// Shown alone: the last step of a full page, where the next one starts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<WorkflowStepId>,
 }
 
 /// One page of runs.
@@ -45,10 +48,12 @@ struct GateOutcome<'a> {
 pub(super) async fn run(context: &Context, command: &WorkflowsCommand) -> Result<(), Failure> {
     match command {
         WorkflowsCommand::List(args) => list(context, args).await,
-        WorkflowsCommand::Show { id } => show(context, *id).await,
+        WorkflowsCommand::Show { id, limit, after } => {
+            show(context, *id, *limit, after.map(WorkflowStepId)).await
+        }
         WorkflowsCommand::Cancel { id } => {
             cancel_workflow_run(&context.pool, run_id(*id), context.scope()).await?;
-            show(context, *id).await
+            show(context, *id, SHOWN_AFTER_CANCEL, None).await
         }
     }
 }
@@ -75,6 +80,7 @@ async fn list(context: &Context, args: &RunListArgs) -> Result<(), Failure> {
                 run,
                 steps: counts_of(run),
                 step_list: None,
+                next_cursor: None,
             })
             .collect(),
         next_cursor,
@@ -92,26 +98,43 @@ async fn list(context: &Context, args: &RunListArgs) -> Result<(), Failure> {
     })
 }
 
-async fn show(context: &Context, id: Uuid) -> Result<(), Failure> {
+/// Steps `workflows cancel` shows of the run it canceled.
+const SHOWN_AFTER_CANCEL: i64 = 1_000;
+
+async fn show(
+    context: &Context,
+    id: Uuid,
+    limit: i64,
+    after: Option<WorkflowStepId>,
+) -> Result<(), Failure> {
     let run = get_workflow_run(&context.pool, run_id(id), context.scope())
         .await?
         .ok_or(Error::WorkflowRunNotFound { run_id: run_id(id) })?;
-    let steps = list_workflow_steps(&context.pool, run_id(id), context.scope()).await?;
+    let steps =
+        list_workflow_steps_page(&context.pool, run_id(id), context.scope(), after, limit).await?;
     let counts = list_workflow_run_step_counts(&context.pool, &[run.id]).await?;
+    let next_cursor = (steps.len() as i64 >= limit)
+        .then(|| steps.last().map(|step| step.id))
+        .flatten();
     let view = RunView {
         run: &run,
         steps: counts.first(),
         step_list: Some(&steps),
+        next_cursor,
     };
     context.out.print(&view, || {
         let rows: Vec<_> = steps.iter().map(output::step_row).collect();
-        format!(
+        let mut text = format!(
             "{}  {}  {}\n{}",
             run.id,
             run.workflow_type,
             run.status,
             table(STEP_HEADER, &rows)
-        )
+        );
+        if let Some(cursor) = next_cursor {
+            text.push_str(&format!("\nmore: --after {cursor}"));
+        }
+        text
     })
 }
 

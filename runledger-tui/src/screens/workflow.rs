@@ -7,10 +7,10 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Row, Table};
-use runledger_engine::core::jobs::WorkflowRunId;
+use runledger_engine::core::jobs::{WorkflowRunId, WorkflowStepId};
 
 use super::job::JobDetail;
-use super::list::{Movement, Selection};
+use super::list::{Movement, Paged};
 use super::screen::{Action, Loaded, Screen};
 use crate::model::{
     Data, Query, Snapshot, StepRow, ViewQuery, WorkflowDetailData, prerequisites_cell,
@@ -24,8 +24,8 @@ use crate::ui::{
 #[derive(Debug)]
 pub(crate) struct WorkflowDetail {
     id: WorkflowRunId,
-    /// The selected step.
-    pub(crate) selection: Selection,
+    /// The page of steps shown and the selected step.
+    pages: Paged<WorkflowStepId>,
     /// `None` inside: no run has this id.
     data: Option<Loaded<Option<Box<WorkflowDetailData>>>>,
 }
@@ -34,7 +34,7 @@ impl WorkflowDetail {
     pub(crate) fn new(id: WorkflowRunId) -> Self {
         Self {
             id,
-            selection: Selection::default(),
+            pages: Paged::default(),
             data: None,
         }
     }
@@ -48,7 +48,7 @@ impl WorkflowDetail {
 
     fn selected(&self) -> Option<&StepRow> {
         let steps = self.steps();
-        steps.get(self.selection.index(steps.len()))
+        steps.get(self.pages.selection.index(steps.len()))
     }
 }
 
@@ -62,7 +62,10 @@ impl Screen for WorkflowDetail {
     }
 
     fn query(&self) -> ViewQuery {
-        ViewQuery::Workflow(self.id)
+        ViewQuery::Workflow {
+            id: self.id,
+            after: self.pages.after(),
+        }
     }
 
     fn absorb(&mut self, snapshot: Snapshot) -> Option<Snapshot> {
@@ -81,7 +84,12 @@ impl Screen for WorkflowDetail {
 
     fn handle_key(&mut self, key: KeyEvent, page_rows: usize) -> Option<Action> {
         if let Some(movement) = Movement::of(key, page_rows) {
-            self.selection.apply(movement, self.steps().len());
+            let next = self
+                .data
+                .as_ref()
+                .and_then(|loaded| loaded.data.as_ref())
+                .and_then(|detail| detail.next_cursor);
+            self.pages.apply(movement, self.steps().len(), next);
             return Some(Action::Done);
         }
         match key.code {
@@ -130,7 +138,16 @@ impl Screen for WorkflowDetail {
                 run.organization_id
                     .map_or_else(|| "-".to_owned(), |o| o.to_string())
             )),
-            Line::from(format!(" metadata {metadata}")),
+            Line::from(format!(
+                " steps {}  page {}  metadata {metadata}",
+                run.progress.map_or_else(
+                    || "-".to_owned(),
+                    |(succeeded, failed, total)| format!(
+                        "{succeeded} succeeded, {failed} failed of {total}"
+                    )
+                ),
+                self.pages.number()
+            )),
             Line::from(format!(" result {result}")),
         ];
         frame.render_widget(Paragraph::new(summary), summary_area);
@@ -139,13 +156,18 @@ impl Screen for WorkflowDetail {
             return;
         }
         let rows = detail.steps.iter().map(|step| {
-            let deps = prerequisites_cell(&step.dependencies, ", ", |key, condition| {
-                if condition == "TERMINAL" {
-                    format!("{key}(any)")
-                } else {
-                    key.to_owned()
-                }
-            });
+            let deps = prerequisites_cell(
+                &step.dependencies,
+                step.dependency_count,
+                ", ",
+                |key, condition| {
+                    if condition == "TERMINAL" {
+                        format!("{key}(any)")
+                    } else {
+                        key.to_owned()
+                    }
+                },
+            );
             Row::new([
                 step.key.clone(),
                 step.kind.clone(),
@@ -173,7 +195,7 @@ impl Screen for WorkflowDetail {
             steps_area,
             table,
             header,
-            self.selection.index(detail.steps.len()),
+            self.pages.selection.index(detail.steps.len()),
         );
     }
 }

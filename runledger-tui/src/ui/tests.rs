@@ -170,6 +170,7 @@ pub(crate) fn workflow_detail() -> WorkflowDetailData {
             .iter()
             .map(|d| ((*d).to_owned(), "SUCCESS".to_owned()))
             .collect(),
+        dependency_count: deps.len() as i64,
         error: None,
     };
     WorkflowDetailData {
@@ -189,6 +190,7 @@ pub(crate) fn workflow_detail() -> WorkflowDetailData {
                 None,
             ),
         ],
+        next_cursor: None,
     }
 }
 

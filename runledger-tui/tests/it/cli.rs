@@ -216,6 +216,16 @@ async fn jobs_cancel_and_requeue_go_through_the_engine_and_report_its_codes(pool
     );
 }
 
+/// The step keys of a `workflows show` answer, in its order.
+fn step_keys(shown: &Value) -> Vec<&str> {
+    shown["step_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| step["step_key"].as_str().unwrap())
+        .collect()
+}
+
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn workflows_list_show_and_cancel(pool: PgPool) {
     seed(&pool).await;
@@ -226,12 +236,7 @@ async fn workflows_list_show_and_cancel(pool: PgPool) {
     let run = runs[0]["id"].as_str().unwrap().to_owned();
 
     let shown = ok(&pool, &["workflows", "show", &run]);
-    let keys: Vec<&str> = shown["step_list"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|step| step["step_key"].as_str().unwrap())
-        .collect();
+    let keys = step_keys(&shown);
     assert_eq!(keys.len(), 2);
     assert!(keys.contains(&"crawl") && keys.contains(&"score"));
     let score = find(&shown["step_list"], "step_key", "score");
@@ -241,6 +246,21 @@ async fn workflows_list_show_and_cancel(pool: PgPool) {
         json!([{"step_key": "crawl", "condition": "SUCCESS"}])
     );
     assert_eq!(shown["steps"]["total"], 2);
+    assert_eq!(shown["next_cursor"], Value::Null, "one page holds both");
+
+    // A page at a time: the first step and a cursor, then the other and none.
+    let first = ok(&pool, &["workflows", "show", &run, "--limit", "1"]);
+    let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+    assert_eq!(first["step_list"][0]["id"], cursor.as_str());
+    let rest = ok(&pool, &["workflows", "show", &run, "--after", &cursor]);
+    let mut paged = step_keys(&first);
+    assert_eq!(paged.len(), 1);
+    paged.extend(step_keys(&rest));
+    assert_eq!(
+        paged, keys,
+        "the two pages hold the steps of the whole run, in order"
+    );
+    assert_eq!(rest["next_cursor"], Value::Null);
 
     let canceled = ok(&pool, &["workflows", "cancel", &run]);
     assert_eq!(canceled["status"], "CANCELED");

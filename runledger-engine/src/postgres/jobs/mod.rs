@@ -91,12 +91,12 @@ pub use schedules::{
 pub use scope::TenantScope;
 pub use workflows::{
     CompleteExternalWorkflowStepInput, EnqueuedWorkflowRun, ExternalStepCompletion,
-    WORKFLOW_RUN_CHANNEL, WorkflowAppend, WorkflowAppendOutcome, WorkflowRunCountFilter,
-    WorkflowRunHandleScope, WorkflowRunListFilter, WorkflowRunRecord, WorkflowRunStepCounts,
-    WorkflowStepRecord, append_workflow_steps, cancel_workflow_run,
+    PREREQUISITES_NAMED, WORKFLOW_RUN_CHANNEL, WorkflowAppend, WorkflowAppendOutcome,
+    WorkflowRunCountFilter, WorkflowRunHandleScope, WorkflowRunListFilter, WorkflowRunRecord,
+    WorkflowRunStepCounts, WorkflowStepRecord, append_workflow_steps, cancel_workflow_run,
     complete_external_workflow_step, count_workflow_runs, enqueue_workflow_run,
     get_prerequisite_outputs, get_workflow_run, list_workflow_run_step_counts, list_workflow_runs,
-    list_workflow_steps,
+    list_workflow_steps, list_workflow_steps_page,
 };
 
 /// The PostgreSQL channel that enqueue notifies (payload: the job type) when claimable jobs

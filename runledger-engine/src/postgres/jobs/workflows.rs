@@ -843,9 +843,13 @@ pub struct WorkflowStepRecord {
     pub status_reason: Option<String>,
     /// Last error code.
     pub last_error_code: Option<String>,
-    /// Prerequisite step keys with their condition (`SUCCESS` or `TERMINAL`).
+    /// Prerequisite step keys with their condition (`SUCCESS` or `TERMINAL`), in key order:
+    /// all of them, or from [`list_workflow_steps_page`] the first
+    /// [`PREREQUISITES_NAMED`] (a fan-out has one per child).
     #[serde(serialize_with = "serialize_dependencies")]
     pub dependencies: Vec<(String, String)>,
+    /// How many prerequisites the step has in all.
+    pub dependency_count: i64,
     /// When it became terminal.
     pub finished_at: Option<DateTime<Utc>>,
 }
@@ -866,47 +870,124 @@ fn serialize_dependencies<S: serde::Serializer>(
     }))
 }
 
+/// The most prerequisites [`list_workflow_steps_page`] names per step.
+pub const PREREQUISITES_NAMED: i64 = 100;
+
 /// Lists a run's steps (in creation order) with their prerequisites; empty when the run is
-/// outside `scope`.
-pub async fn list_workflow_steps<'e>(
-    executor: impl PgExecutor<'e>,
+/// outside `scope`. For a run of many steps, [`list_workflow_steps_page`] reads them a page at
+/// a time.
+pub async fn list_workflow_steps<'c>(
+    acquire: impl Acquire<'c, Database = Postgres>,
     run_id: WorkflowRunId,
     scope: TenantScope,
 ) -> Result<Vec<WorkflowStepRecord>> {
+    select_steps(acquire, run_id, scope, None, None).await
+}
+
+/// At most `limit` steps of a run, in creation order, after the step `after` (the last step of
+/// the previous page, `None` for the first page), with their first [`PREREQUISITES_NAMED`]
+/// prerequisites and their count; empty when the run is outside `scope`. A page costs its own
+/// steps and the run's edges, not the run's steps and their outputs, so a run of 100,000
+/// steps is read a screen at a time.
+///
+/// ```no_run
+/// # async fn pages(pool: &sqlx::PgPool, run: runledger_engine::core::jobs::WorkflowRunId)
+/// #     -> Result<(), runledger_engine::postgres::Error> {
+/// use runledger_engine::postgres::jobs::{TenantScope, list_workflow_steps_page};
+///
+/// let mut after = None;
+/// loop {
+///     let page = list_workflow_steps_page(pool, run, TenantScope::Admin, after, 500).await?;
+///     for step in &page {
+///         println!("{} {:?}", step.step_key, step.status);
+///     }
+///     match page.last() {
+///         Some(last) if page.len() == 500 => after = Some(last.id),
+///         _ => break,
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn list_workflow_steps_page<'c>(
+    acquire: impl Acquire<'c, Database = Postgres>,
+    run_id: WorkflowRunId,
+    scope: TenantScope,
+    after: Option<WorkflowStepId>,
+    limit: i64,
+) -> Result<Vec<WorkflowStepRecord>> {
+    select_steps(
+        acquire,
+        run_id,
+        scope,
+        after,
+        Some((limit.max(0), PREREQUISITES_NAMED)),
+    )
+    .await
+}
+
+/// The steps of a run after `after`, in creation order, with the prerequisites of those steps
+/// only: with `limits` (steps, prerequisites named per step) a page, else all of them.
+async fn select_steps<'c>(
+    acquire: impl Acquire<'c, Database = Postgres>,
+    run_id: WorkflowRunId,
+    scope: TenantScope,
+    after: Option<WorkflowStepId>,
+    limits: Option<(i64, i64)>,
+) -> Result<Vec<WorkflowStepRecord>> {
+    let mut conn = acquire.acquire().await?;
     let (scoped, organization) = scope.sql();
+    let (limit, named) = limits.unzip();
     let rows = sqlx::query!(
         r#"
-        SELECT s.id AS "id: WorkflowStepId", s.step_key, s.step_kind, s.job_type,
+        WITH page AS MATERIALIZED (
+            SELECT s.id, s.step_key, s.step_kind, s.job_type, s.status, s.job_id, s.output,
+                   s.status_reason, s.last_error_code, s.finished_at, s.deps_total
+            FROM runledger.workflow_steps s
+            WHERE s.workflow_run_id = $1
+              AND ($4::uuid IS NULL OR s.id > $4)
+              AND EXISTS (
+                  SELECT 1 FROM runledger.workflow_runs w
+                  WHERE w.id = $1 AND (NOT $2 OR w.organization_id IS NOT DISTINCT FROM $3)
+              )
+            ORDER BY s.id
+            LIMIT $5
+        ),
+        -- The edges into the page's steps that are named in full, found from their
+        -- prerequisites among the run's steps (the edges' key leads with them).
+        prerequisites AS (
+            SELECT d.step_id,
+                   array_agg(p.step_key ORDER BY p.step_key) AS keys,
+                   array_agg(d.condition ORDER BY p.step_key) AS conditions
+            FROM runledger.workflow_steps p
+            JOIN runledger.workflow_step_dependencies d ON d.depends_on_step_id = p.id
+            WHERE p.workflow_run_id = $1
+              AND d.step_id IN (SELECT id FROM page WHERE $6::int IS NULL OR deps_total <= $6)
+            GROUP BY d.step_id
+        )
+        SELECT s.id AS "id!: WorkflowStepId", s.step_key AS "step_key!",
+               s.step_kind AS "step_kind!", s.job_type,
                runledger.workflow_step_status(s.status, s.job_id)
                    AS "status!: WorkflowStepStatus",
                s.job_id AS "job_id: JobId",
                runledger.readable_json(s.output, 'job.output_invalid') AS output,
                s.status_reason, s.last_error_code, s.finished_at,
-               coalesce(array_agg(e.step_key ORDER BY e.step_key) FILTER (WHERE e.step_key IS NOT NULL), '{}') AS "prerequisites!: Vec<String>",
-               coalesce(array_agg(e.condition ORDER BY e.step_key) FILTER (WHERE e.step_key IS NOT NULL), '{}') AS "conditions!: Vec<String>"
-        FROM runledger.workflow_steps s
-        -- The run's edges, found from their prerequisites (the edges' key leads with them).
-        LEFT JOIN (
-            SELECT d.step_id, d.condition, p.step_key
-            FROM runledger.workflow_steps p
-            JOIN runledger.workflow_step_dependencies d ON d.depends_on_step_id = p.id
-            WHERE p.workflow_run_id = $1
-        ) e ON e.step_id = s.id
-        WHERE s.workflow_run_id = $1
-          AND EXISTS (
-              SELECT 1 FROM runledger.workflow_runs w
-              WHERE w.id = $1 AND (NOT $2 OR w.organization_id IS NOT DISTINCT FROM $3)
-          )
-        GROUP BY s.id
+               coalesce(e.keys, '{}') AS "prerequisites!: Vec<String>",
+               coalesce(e.conditions, '{}') AS "conditions!: Vec<String>",
+               s.deps_total AS "total!"
+        FROM page s
+        LEFT JOIN prerequisites e ON e.step_id = s.id
         ORDER BY s.id
         "#,
         run_id.0,
         scoped,
         organization,
+        after.map(|step| step.0),
+        limit,
+        named.map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
     )
-    .fetch_all(executor)
+    .fetch_all(&mut *conn)
     .await?;
-    Ok(rows
+    let mut steps: Vec<WorkflowStepRecord> = rows
         .into_iter()
         .map(|row| WorkflowStepRecord {
             id: row.id,
@@ -919,9 +1000,36 @@ pub async fn list_workflow_steps<'e>(
             status_reason: row.status_reason,
             last_error_code: row.last_error_code,
             dependencies: row.prerequisites.into_iter().zip(row.conditions).collect(),
+            dependency_count: i64::from(row.total),
             finished_at: row.finished_at,
         })
-        .collect())
+        .collect();
+    // A step with more prerequisites than a page names (a fan-out, the join of one): the first
+    // of them in key order, walking the run's keys until enough are found.
+    if let Some(named) = named {
+        for step in steps.iter_mut().filter(|s| s.dependency_count > named) {
+            step.dependencies = sqlx::query!(
+                r#"
+                SELECT p.step_key, d.condition
+                FROM runledger.workflow_steps p
+                JOIN runledger.workflow_step_dependencies d
+                  ON d.depends_on_step_id = p.id AND d.step_id = $2
+                WHERE p.workflow_run_id = $1
+                ORDER BY p.step_key
+                LIMIT $3
+                "#,
+                run_id.0,
+                step.id.0,
+                named,
+            )
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .map(|edge| (edge.step_key, edge.condition))
+            .collect();
+        }
+    }
+    Ok(steps)
 }
 
 /// The stored outputs of `prerequisites`, in their order, read on behalf of the step `step_id`
