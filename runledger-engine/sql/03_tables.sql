@@ -575,3 +575,20 @@ CREATE TABLE runledger.queue_depth_sample (
     CONSTRAINT queue_depth_sample_pkey PRIMARY KEY (singleton),
     CONSTRAINT queue_depth_sample_singleton_check CHECK (singleton)
 );
+
+------------------------------------------------------------------------------------------------
+-- The worker processes alive now: each supervisor writes its row when it starts and again every
+-- few seconds, with the job types it runs and the queues it serves, and deletes it when it
+-- stops. A row not written for a while is a process that died; `explain_job` reads the rows to
+-- say when no live worker serves a job.
+------------------------------------------------------------------------------------------------
+CREATE TABLE runledger.worker_presence (
+    worker_id  text        NOT NULL,
+    -- The job types its handlers run.
+    job_types  text[]      NOT NULL,
+    -- The queues it claims from; NULL: every queue.
+    queues     text[],
+    started_at timestamptz NOT NULL DEFAULT now(),
+    seen_at    timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT worker_presence_pkey PRIMARY KEY (worker_id)
+);

@@ -109,6 +109,11 @@ pub(crate) enum JobsCommand {
         /// The job id.
         id: Uuid,
     },
+    /// Say why a job is not running: every rule that holds it now.
+    Explain {
+        /// The job id (or the id of a workflow step not released yet).
+        id: Uuid,
+    },
     /// Cancel a pending or leased direct job.
     Cancel {
         /// The job id.

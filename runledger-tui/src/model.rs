@@ -285,6 +285,8 @@ pub(crate) struct JobDetailData {
     pub(crate) events: Vec<HistoryLine>,
     pub(crate) dead_letters: Vec<HistoryLine>,
     pub(crate) logs: Vec<HistoryLine>,
+    /// What holds a pending job, one line per rule (`explain_job`); empty otherwise.
+    pub(crate) holds: Vec<String>,
 }
 
 fn or_dash(value: Option<&str>) -> &str {
@@ -362,6 +364,7 @@ impl From<JobDetail> for JobDetailData {
             events,
             dead_letters,
             logs,
+            holds: Vec::new(),
         }
     }
 }

@@ -4,13 +4,13 @@
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
-use runledger_engine::core::jobs::{JobId, WorkflowRunId, WorkflowRunStatus};
+use runledger_engine::core::jobs::{JobId, JobStatus, WorkflowRunId, WorkflowRunStatus};
 use runledger_engine::postgres::jobs::{
     JobListFilter, TenantScope, WorkflowRunCountFilter, WorkflowRunListFilter, count_jobs,
-    count_workflow_runs, get_job_activity, get_job_by_id, get_job_detail, get_job_intent_metrics,
-    get_job_metrics, get_workflow_run, list_job_definitions, list_job_runtime_configs,
-    list_job_schedules, list_jobs, list_workflow_run_step_counts, list_workflow_runs,
-    list_workflow_steps_page,
+    count_workflow_runs, explain_job, get_job_activity, get_job_by_id, get_job_detail,
+    get_job_intent_metrics, get_job_metrics, get_workflow_run, list_job_definitions,
+    list_job_runtime_configs, list_job_schedules, list_jobs, list_workflow_run_step_counts,
+    list_workflow_runs, list_workflow_steps_page,
 };
 use sqlx::PgPool;
 use tokio::sync::{mpsc, watch};
@@ -233,11 +233,17 @@ async fn fetch_data(
                     .collect(),
             )
         }
-        ViewQuery::Job(id) => Data::Job(
-            get_job_detail(pool, *id, scope)
-                .await?
-                .map(|detail| Box::new(JobDetailData::from(detail))),
-        ),
+        ViewQuery::Job(id) => match get_job_detail(pool, *id, scope).await? {
+            Some(detail) => {
+                let pending = detail.job.status == JobStatus::Pending;
+                let mut data = JobDetailData::from(detail);
+                if pending && let Some(explanation) = explain_job(pool, *id, scope).await? {
+                    data.holds = explanation.holds.iter().map(ToString::to_string).collect();
+                }
+                Data::Job(Some(Box::new(data)))
+            }
+            None => Data::Job(None),
+        },
         ViewQuery::Workflow { id, after } => match get_workflow_run(pool, *id, scope).await? {
             Some(run) => {
                 let steps = list_workflow_steps_page(pool, *id, scope, *after, query.limit).await?;

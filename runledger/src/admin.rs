@@ -39,10 +39,32 @@ use crate::error::Error;
 
 pub use crate::engine::core::jobs::Retention;
 pub use crate::engine::postgres::jobs::{
-    DeadLetterListFilter, JobDeadLetter, JobDefinition, JobRequeueExpectation, JobRequeueOutcome,
-    JobSchedule, PruneCounts, QueueSettings, ReplayedJob,
+    DeadLetterListFilter, JobDeadLetter, JobDefinition, JobExplanation, JobHold,
+    JobRequeueExpectation, JobRequeueOutcome, JobSchedule, PruneCounts, QueueSettings, ReplayedJob,
+    WaitingStep,
 };
 pub use crate::engine::runtime::pruner::PrunerPass;
+
+/// Why a job is not running: its status and every rule that holds it now (scheduled for
+/// later, its queue paused, a queue or type limit reached, its resource key held, its workflow
+/// prerequisites, a gate waiting, no live worker serving it). A workflow step not released yet
+/// is explained by its id. `None` when no job or step has the id.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool, job_id: runledger::engine::core::jobs::JobId) -> Result<(), runledger::Error> {
+/// if let Some(explanation) = runledger::admin::explain_job(&pool, job_id).await? {
+///     for hold in &explanation.holds {
+///         println!("held: {hold}");
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn explain_job<'c>(
+    acquire: impl Acquire<'c, Database = Postgres>,
+    job: JobId,
+) -> Result<Option<JobExplanation>, Error> {
+    Ok(store::explain_job(acquire, job, TenantScope::Admin).await?)
+}
 
 /// Cancels a `PENDING` or `LEASED` job. A worker still running it is stopped at its next
 /// heartbeat, and whatever it reports is refused.

@@ -13,9 +13,9 @@ use uuid::Uuid;
 use crate::context::JobContext;
 use crate::engine::core::jobs::{JobDefaults, JobId, JobIntentId, JobIntentStatus, JobStatus};
 use crate::engine::postgres::jobs::{
-    JobEnqueue, JobIntentRecord, JobRecord, JobReplay, JobRequeueExpectation, JobRequeueOutcome,
-    TenantScope, enqueue_jobs, get_job_by_id, get_job_enqueue_intent, record_job_enqueue_intent,
-    replay_job, requeue_job_if,
+    JobEnqueue, JobExplanation, JobIntentRecord, JobRecord, JobReplay, JobRequeueExpectation,
+    JobRequeueOutcome, TenantScope, enqueue_jobs, explain_job, get_job_by_id,
+    get_job_enqueue_intent, record_job_enqueue_intent, replay_job, requeue_job_if,
 };
 use crate::enqueue_options::EnqueueOptions;
 use crate::error::{Error, JobError};
@@ -347,6 +347,33 @@ impl<J: Job> JobHandle<J> {
             return Ok(None);
         }
         output::decode(J::NAME, record.output).map(Some)
+    }
+
+    /// Why the job is not running: its status and every rule that holds it now (see
+    /// [`JobHold`](crate::admin::JobHold)); no hold on a pending job means the next claim of a
+    /// worker serving it may take it.
+    ///
+    /// ```no_run
+    /// # use runledger::prelude::*;
+    /// # #[job] async fn export(day: String) -> Result<(), JobError> { Ok(()) }
+    /// # async fn demo(pool: sqlx::PgPool, job: runledger::JobHandle<Export>) -> Result<(), runledger::Error> {
+    /// for hold in job.explain(&pool).await?.holds {
+    ///     println!("held: {hold}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn explain<'c, A>(&self, acquire: A) -> Result<JobExplanation, Error>
+    where
+        A: Acquire<'c, Database = Postgres> + Send,
+    {
+        let mut conn = acquire.acquire().await?;
+        self.record(&mut *conn).await?;
+        let scope = TenantScope::from_organization(self.organization_id);
+        explain_job(&mut *conn, self.id, scope)
+            .await?
+            .ok_or(Error::from(crate::engine::postgres::Error::JobNotFound {
+                job_id: self.id,
+            }))
     }
 
     /// The status and run number of the job as it is now: what [`requeue_if`](Self::requeue_if)

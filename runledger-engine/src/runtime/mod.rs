@@ -8,6 +8,7 @@ pub mod error;
 pub mod intent_promoter;
 mod metrics;
 pub mod observer;
+mod presence;
 pub mod pruner;
 pub mod queue_depth;
 pub mod queues;

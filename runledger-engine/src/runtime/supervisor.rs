@@ -12,11 +12,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::core::jobs::JobId;
+use crate::postgres::jobs::WorkerPresence;
 use crate::runtime::catalog::JobCatalog;
 use crate::runtime::config::{JobsConfig, JobsConfigError, warn_if_pool_small};
 use crate::runtime::error::{RuntimeError, RuntimeLoopExit};
 use crate::runtime::intent_promoter::{IntentPromoter, IntentPromoterConfig};
 use crate::runtime::observer::{JobLifecycleObserver, JobLifecycleObservers};
+use crate::runtime::presence::Presence;
 use crate::runtime::pruner::{Pruner, PrunerConfig};
 use crate::runtime::queue_depth::{QueueDepthConfig, QueueDepthSampler};
 use crate::runtime::reaper::{Reaper, ReaperConfig};
@@ -29,11 +31,11 @@ use crate::runtime::worker::{WorkerConfig, WorkerLoop};
 const HARD_STOP_GRACE: Duration = Duration::from_millis(500);
 
 /// Connections the Supervisor's loops other than the worker may hold at once: the reaper, the
-/// scheduler and the pruner, one each.
-pub const BACKGROUND_LOOP_CONNECTIONS: u32 = 3;
+/// scheduler, the pruner and the presence writer, one each.
+pub const BACKGROUND_LOOP_CONNECTIONS: u32 = 4;
 
 /// Connections a Supervisor with `config` may hold at once for its own loops: the worker's (see
-/// [`WorkerConfig::connections_used`]), the reaper, scheduler and pruner, the intent
+/// [`WorkerConfig::connections_used`]), the reaper, scheduler, pruner and presence writer, the intent
 /// promoter's pass and LISTEN when it runs, and the queue depth sampler's when it runs. Size a
 /// pool above this by what handlers use.
 pub fn connections_used(config: &JobsConfig) -> u32 {
@@ -135,6 +137,20 @@ impl SupervisorBuilder {
             return Err(RuntimeError::NoHandlers);
         }
         let worker_config = WorkerConfig::from_jobs_config(&self.config);
+        let presence = Presence::new(
+            self.pool.clone(),
+            WorkerPresence::new(
+                self.config.worker_id.clone(),
+                self.registry.job_types(),
+                (!self.config.queues.is_empty()).then(|| {
+                    self.config
+                        .queues
+                        .iter()
+                        .map(|queue| queue.name.clone())
+                        .collect()
+                }),
+            ),
+        );
         let needed = connections_used(&self.config);
         warn_if_pool_small(&self.pool, needed);
         let promoter = if self.config.intent_promoter_enabled {
@@ -192,6 +208,12 @@ impl SupervisorBuilder {
             "worker",
             Box::pin(async move { worker.run(stop, hard).await }),
             tracing::info_span!("runledger.worker", worker.id = %self.config.worker_id),
+        );
+        let stop = shutdown.clone();
+        start(
+            "presence",
+            Box::pin(async move { presence.run(stop).await }),
+            tracing::info_span!("runledger.presence"),
         );
         if let Some(promoter) = promoter {
             let stop = shutdown.clone();

@@ -15,6 +15,7 @@ mod continuation;
 mod definitions;
 mod enqueue;
 mod error_codes;
+mod explain;
 mod fan_outs;
 mod hostile_input;
 mod intents;

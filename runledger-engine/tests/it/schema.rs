@@ -9,7 +9,7 @@ use runledger_engine::postgres::{
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-const TABLES: [&str; 16] = [
+const TABLES: [&str; 17] = [
     "job_attempts",
     "job_dead_letters",
     "job_definitions",
@@ -22,6 +22,7 @@ const TABLES: [&str; 16] = [
     "job_runtime_configs",
     "job_schedules",
     "queue_depth_sample",
+    "worker_presence",
     "workflow_run_mutations",
     "workflow_runs",
     "workflow_step_dependencies",

@@ -1,7 +1,7 @@
-//! `jobs list|show|cancel|requeue`.
+//! `jobs list|show|explain|cancel|requeue`.
 
 use runledger_engine::postgres::jobs::{
-    JobListFilter, cancel_job, get_job_by_id, get_job_detail, list_jobs, requeue_job,
+    JobListFilter, cancel_job, explain_job, get_job_by_id, get_job_detail, list_jobs, requeue_job,
 };
 
 use super::output::{self, JOB_HEADER, table};
@@ -12,14 +12,22 @@ pub(super) async fn run(context: &Context, command: &JobsCommand) -> Result<(), 
     match command {
         JobsCommand::List(args) => list(context, args).await,
         JobsCommand::Show { id } => {
-            let detail = get_job_detail(&context.pool, job_id(*id), context.scope())
-                .await?
-                .ok_or(runledger_engine::postgres::Error::JobNotFound {
-                    job_id: job_id(*id),
-                })?;
+            let detail = found(
+                get_job_detail(&context.pool, job_id(*id), context.scope()).await?,
+                *id,
+            )?;
             context
                 .out
                 .print(&detail, || output::job_detail_text(&detail))
+        }
+        JobsCommand::Explain { id } => {
+            let explanation = found(
+                explain_job(&context.pool, job_id(*id), context.scope()).await?,
+                *id,
+            )?;
+            context
+                .out
+                .print(&explanation, || output::explanation_text(&explanation))
         }
         JobsCommand::Cancel { id } => {
             cancel_job(&context.pool, job_id(*id), context.scope()).await?;
@@ -32,11 +40,17 @@ pub(super) async fn run(context: &Context, command: &JobsCommand) -> Result<(), 
     }
 }
 
+/// What a read found of the job `id`, or `job.not_found`.
+fn found<T>(read: Option<T>, id: uuid::Uuid) -> Result<T, runledger_engine::postgres::Error> {
+    read.ok_or(runledger_engine::postgres::Error::JobNotFound { job_id: job_id(id) })
+}
+
 /// Prints the job as it is after a change.
 async fn changed(context: &Context, id: uuid::Uuid) -> Result<(), Failure> {
-    let job = get_job_by_id(&context.pool, job_id(id), context.scope())
-        .await?
-        .ok_or(runledger_engine::postgres::Error::JobNotFound { job_id: job_id(id) })?;
+    let job = found(
+        get_job_by_id(&context.pool, job_id(id), context.scope()).await?,
+        id,
+    )?;
     context
         .out
         .print(&job, || format!("job {} is now {}", job.id, job.status))

@@ -6,8 +6,8 @@ use std::io::Write;
 
 use chrono::{DateTime, Utc};
 use runledger_engine::postgres::jobs::{
-    JobDetail, JobMetrics, JobRecord, JobSchedule, PruneCounts, QueueSettings, WorkflowRunRecord,
-    WorkflowRunStepCounts, WorkflowStepRecord,
+    JobDetail, JobExplanation, JobMetrics, JobRecord, JobSchedule, PruneCounts, QueueSettings,
+    WorkflowRunRecord, WorkflowRunStepCounts, WorkflowStepRecord,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -110,6 +110,22 @@ pub(crate) fn job_row(job: &JobRecord) -> [String; 8] {
 pub(crate) const JOB_HEADER: [&str; 8] = [
     "ID", "TYPE", "QUEUE", "RESOURCE", "STATUS", "ATTEMPTS", "CREATED", "ERROR",
 ];
+
+/// `jobs explain`: where the job stands, then one line per rule holding it.
+pub(crate) fn explanation_text(explanation: &JobExplanation) -> String {
+    let status = explanation.status.map_or_else(
+        || "a workflow step without a job yet".to_owned(),
+        |s| s.to_string(),
+    );
+    let mut text = format!("job {}: {status}", explanation.job_id);
+    if explanation.is_claimable() {
+        text.push_str("\nnothing holds it: the next claim of a worker serving it may take it");
+    }
+    for hold in &explanation.holds {
+        text.push_str(&format!("\n  held: {hold}"));
+    }
+    text
+}
 
 pub(crate) fn job_detail_text(detail: &JobDetail) -> String {
     let job = &detail.job;

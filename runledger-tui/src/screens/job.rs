@@ -251,7 +251,7 @@ pub(crate) fn progress_text(progress: &serde_json::Value) -> String {
 
 fn summary(detail: &JobDetailData) -> Vec<Line<'static>> {
     let job = &detail.job;
-    vec![
+    let mut lines = vec![
         Line::from(vec![
             Span::styled(
                 format!(" {}  ", job.job_type),
@@ -302,7 +302,15 @@ fn summary(detail: &JobDetailData) -> Vec<Line<'static>> {
         field("stage", job.stage.to_string()),
         field("run", job.run_number.to_string()),
         field("checkpoint", or_dash(job.checkpoint.as_ref())),
-    ]
+    ];
+    // Why a pending job is not running: every rule that holds it, after its status.
+    let held = detail
+        .holds
+        .iter()
+        .map(|hold| field("held", hold.clone()))
+        .collect::<Vec<_>>();
+    lines.splice(1..1, held);
+    lines
 }
 
 /// How far a job's stored progress says it is, from 0 to 1, when the value says: `completed`

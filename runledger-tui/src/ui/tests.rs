@@ -217,6 +217,7 @@ pub(crate) fn job_detail() -> JobDetailData {
             line("INFO", "rendering template"),
             line("ERROR", "smtp server said 550"),
         ],
+        holds: Vec::new(),
     }
 }
 
@@ -397,6 +398,21 @@ fn job_detail_shows_each_pane() {
     assert!(summary.contains("stage           QUEUED"), "{summary}");
     assert!(summary.contains("queue           emails"), "{summary}");
     assert!(summary.contains("resource key    account:42"), "{summary}");
+    assert!(
+        !summary.contains("held"),
+        "a dead-lettered job is held by nothing"
+    );
+
+    let mut pending = job_detail();
+    pending.job.status = JobStatus::Pending;
+    pending.holds = vec!["queue `emails` is paused".to_owned()];
+    load(&mut app, Data::Job(Some(Box::new(pending))));
+    let held = render(&app);
+    assert!(
+        held.contains("held            queue `emails` is paused"),
+        "{held}"
+    );
+    load(&mut app, Data::Job(Some(Box::new(job_detail()))));
 
     press(&mut app, KeyCode::Char(']'));
     let history = render(&app);

@@ -96,6 +96,49 @@ fn refused(pool: &PgPool, args: &[&str]) -> String {
 }
 
 #[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn jobs_explain_names_each_rule_that_holds_a_job(pool: PgPool) {
+    upsert_job_definition(&pool, &JobDefinitionUpsert::new("reports.render"))
+        .await
+        .unwrap();
+    let payload = json!({});
+    let job = enqueue_job(
+        &pool,
+        &JobEnqueue::new("reports.render", &payload).delay(Duration::from_secs(3_600)),
+    )
+    .await
+    .unwrap()
+    .id
+    .to_string();
+    ok(&pool, &["queues", "pause", "default"]);
+
+    let explained = ok(&pool, &["jobs", "explain", &job]);
+    assert_eq!(explained["status"], "PENDING");
+    let reasons: Vec<&str> = explained["holds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hold| hold["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons, ["scheduled", "queue_paused", "no_live_worker"]);
+    let text = run(&pool, &["jobs", "explain", &job]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(
+        text.stdout.contains("held: queue `default` is paused")
+            && text
+                .stdout
+                .contains("held: no live worker runs `reports.render` from queue `default`"),
+        "{}",
+        text.stdout
+    );
+
+    let unknown = uuid::Uuid::now_v7().to_string();
+    assert_eq!(
+        refused(&pool, &["jobs", "explain", &unknown]),
+        "job.not_found"
+    );
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
 async fn jobs_list_and_show_print_json_that_reads_back(pool: PgPool) {
     let job = seed(&pool).await.to_string();
 

@@ -86,3 +86,45 @@ async fn a_workflow_handle_of_another_workflow_fails_with_type_mismatch_and_chan
         .await
         .unwrap();
 }
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_job_handle_explains_what_holds_its_job(pool: PgPool) {
+    use runledger::admin::JobHold;
+
+    prepare(&pool).await.unwrap();
+    let later = Add { a: 1, b: 1 }
+        .enqueue_with(
+            &pool,
+            EnqueueOptions::new().delay(std::time::Duration::from_secs(3_600)),
+        )
+        .await
+        .unwrap();
+    let reasons = |holds: &[JobHold]| -> Vec<String> {
+        holds
+            .iter()
+            .map(|hold| serde_json::to_value(hold).unwrap()["reason"].to_string())
+            .collect()
+    };
+    let explained = later.explain(&pool).await.unwrap();
+    assert_eq!(
+        reasons(&explained.holds),
+        ["\"scheduled\"", "\"no_live_worker\""],
+        "nothing runs `it.add` yet"
+    );
+
+    let worker = crate::support::start_worker(&pool).await;
+    let explained = crate::support::eventually("the worker's presence", || async {
+        let explained = later.explain(&pool).await.unwrap();
+        (explained.holds.len() == 1).then_some(explained)
+    })
+    .await;
+    assert_eq!(reasons(&explained.holds), ["\"scheduled\""]);
+    assert!(!explained.is_claimable());
+    worker.shutdown().await.unwrap();
+
+    let wrong = runledger::JobHandle::<Summarize>::from_id(later.id(), None);
+    assert_eq!(
+        wrong.explain(&pool).await.unwrap_err().code(),
+        "job.type_mismatch"
+    );
+}

@@ -9,6 +9,7 @@ mod continuation;
 mod definitions;
 mod detail;
 mod enqueue;
+mod explain;
 mod fan_out;
 mod handler_access;
 mod handles;
@@ -79,6 +80,10 @@ pub use runtime_configs::{
     JobRuntimeConfig, get_job_runtime_config, list_job_runtime_configs, upsert_job_runtime_config,
 };
 
+pub use explain::{
+    JobExplanation, JobHold, PRESENCE_TTL, WaitingStep, WorkerPresence, explain_job, forget_worker,
+    record_worker,
+};
 pub use handles::{
     DEFAULT_RESULT_POLL_INTERVAL, DEFAULT_RESULT_WAIT, WorkflowRunHandle, WorkflowRunHandleError,
     WorkflowRunWaitOptions, enqueue_workflow_run_handle,
