@@ -438,6 +438,9 @@ CREATE TABLE runledger.workflow_runs (
     -- The trace context of the span that enqueued the run, copied to each released step job.
     trace_context      jsonb,
     active_steps       integer     NOT NULL DEFAULT 0,
+    -- Its step jobs are due from the run's creation (not their release), so claims take an
+    -- older run's steps first.
+    run_first          boolean     NOT NULL DEFAULT false,
     CONSTRAINT workflow_runs_pkey PRIMARY KEY (id),
     CONSTRAINT workflow_runs_workflow_type_valid CHECK (runledger.is_valid_identifier(workflow_type)),
     CONSTRAINT workflow_runs_status_valid CHECK (

@@ -389,7 +389,8 @@ $$;
 -- them, their job's id set), counts them as active in their runs, and wakes the workers of
 -- their types on the channel of each job. The one place where a step becomes a job row. The
 -- jobs take their run's organization and trace context (from the runs of those steps only) and
--- their definition's defaults; whether a type's jobs are gated is decided once per type.
+-- their definition's defaults; whether a type's jobs are gated is decided once per type. A job
+-- is due now, or from its run's creation when the run asked for `run_first` claim order.
 CREATE FUNCTION runledger.workflow_insert_step_jobs(p_steps runledger.workflow_steps[])
 RETURNS void
 LANGUAGE plpgsql
@@ -421,7 +422,8 @@ BEGIN
         WHERE d.job_type = ANY (ARRAY(SELECT DISTINCT job_type FROM steps))
     ),
     runs AS MATERIALIZED (
-        SELECT w.id, w.organization_id, w.trace_context
+        SELECT w.id, w.organization_id, w.trace_context,
+               CASE WHEN w.run_first THEN w.created_at ELSE now() END AS due_at
         FROM runledger.workflow_runs w
         WHERE w.id = ANY (ARRAY(SELECT DISTINCT workflow_run_id FROM steps))
     ),
@@ -437,14 +439,14 @@ BEGIN
         INSERT INTO runledger.job_queue (
             id, job_type, organization_id, payload, priority, max_attempts, timeout_seconds,
             workflow_run_id, workflow_step_id, workflow_step_key, queue, resource_key, gated,
-            trace_context
+            trace_context, next_run_at
         )
         SELECT s.job_id, s.job_type, coalesce(s.organization_id, w.organization_id), s.payload,
                coalesce(s.priority, d.priority), coalesce(s.max_attempts, d.max_attempts),
                coalesce(s.timeout_seconds, d.timeout_seconds), s.workflow_run_id, s.id,
                s.step_key, d.queue, s.resource_key,
                s.resource_key IS NOT NULL OR d.limited,
-               w.trace_context
+               w.trace_context, w.due_at
         FROM steps s
         JOIN runs w ON w.id = s.workflow_run_id
         JOIN definitions d ON d.job_type = s.job_type

@@ -96,7 +96,8 @@ pub trait Workflow: Send + Sync + Sized + 'static {
         self.enqueue_with(executor, WorkflowOptions::new())
     }
 
-    /// Enqueues a run with [`WorkflowOptions`] (idempotency key, organization, metadata).
+    /// Enqueues a run with [`WorkflowOptions`] (idempotency key, organization, metadata, claim
+    /// order).
     fn enqueue_with<'c, A>(
         &self,
         executor: A,
@@ -126,6 +127,9 @@ pub trait Workflow: Send + Sync + Sized + 'static {
             if let Some(org) = options.organization_id {
                 builder = builder.organization_id(org);
             }
+            if options.run_first {
+                builder = builder.run_first();
+            }
             let request = builder.build()?;
             let run = enqueue_workflow_run(executor, &request).await?;
             Ok(WorkflowHandle {
@@ -152,6 +156,7 @@ pub struct WorkflowOptions {
     idempotency_key: Option<String>,
     organization_id: Option<Uuid>,
     metadata: Option<Value>,
+    run_first: bool,
 }
 
 impl WorkflowOptions {
@@ -176,6 +181,22 @@ impl WorkflowOptions {
     /// Free-form run metadata (a JSON object).
     pub fn metadata(mut self, metadata: Value) -> Self {
         self.metadata = Some(metadata);
+        self
+    }
+
+    /// Finishes what was started: the run's steps are claimed in the order of the run's age,
+    /// so with few worker slots an older run's next step goes before the first step of a newer
+    /// run (`A1 B1 C1 A2 B2 C2` rather than `A1 A2 B1 B2 C1 C2`). Each step job is due from the
+    /// moment the run was enqueued; a retry's backoff still delays it.
+    ///
+    /// ```
+    /// use runledger::WorkflowOptions;
+    ///
+    /// let options = WorkflowOptions::new().run_first();
+    /// # let _ = options;
+    /// ```
+    pub fn run_first(mut self) -> Self {
+        self.run_first = true;
         self
     }
 }

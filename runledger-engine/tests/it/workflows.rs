@@ -1768,3 +1768,98 @@ async fn a_release_planned_on_a_small_step_table_reads_only_the_steps_it_counts_
         small.len()
     );
 }
+
+/// With one slot (claims of one job) and two runs of `a -> b -> c`: run-first order claims
+/// `a1 b1 c1` and ends the first run after three claims; release order claims `a1 a2 b1`.
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn run_first_order_finishes_the_older_run_before_starting_the_newer(pool: PgPool) {
+    use crate::support::LONG_LEASE;
+    use runledger_engine::core::jobs::{
+        JobType, WorkflowRunEnqueueBuilder, WorkflowStepEnqueueBuilder, WorkflowType,
+    };
+    use runledger_engine::postgres::jobs::{ClaimRequest, claim_jobs, complete_job_success};
+
+    define(&pool, "order.step", DefinitionOpts::default()).await;
+    let (meta, payload) = (json!({}), json!({}));
+    let enqueue = |run_first: bool| {
+        let (pool, meta, payload) = (&pool, &meta, &payload);
+        async move {
+            let step = |key: &'static str| {
+                WorkflowStepEnqueueBuilder::new(
+                    StepKey::new(key),
+                    JobType::new("order.step"),
+                    payload,
+                )
+            };
+            let mut run = WorkflowRunEnqueueBuilder::new(WorkflowType::new("order.chain"), meta)
+                .step(step("a").build())
+                .step(step("b").depends_on_success(StepKey::new("a")).build())
+                .step(step("c").depends_on_success(StepKey::new("b")).build());
+            if run_first {
+                run = run.run_first();
+            }
+            enqueue_workflow_run(pool, &run.build().unwrap())
+                .await
+                .unwrap()
+                .id
+        }
+    };
+    // Claims one job at a time and completes it; returns (run, step) of each claim.
+    let drain = |claims: usize| {
+        let pool = &pool;
+        async move {
+            let mut order = Vec::new();
+            for _ in 0..claims {
+                let claimed = claim_jobs(pool, &ClaimRequest::new("w-order", 1, LONG_LEASE))
+                    .await
+                    .unwrap();
+                let [job] = claimed.as_slice() else {
+                    panic!("one job per claim: {claimed:?}");
+                };
+                order.push((
+                    job.workflow_run_id.unwrap(),
+                    job.workflow_step_key.clone().unwrap(),
+                ));
+                complete_job_success(pool, &job.lease(), None)
+                    .await
+                    .unwrap();
+            }
+            order
+        }
+    };
+
+    for run_first in [true, false] {
+        let first = enqueue(run_first).await;
+        let second = enqueue(run_first).await;
+        let order = drain(3).await;
+        let steps: Vec<(bool, &str)> = order
+            .iter()
+            .map(|(run, key)| (*run == first, key.as_str()))
+            .collect();
+        let status = get_workflow_run(&pool, first, WorkflowRunHandleScope::Admin)
+            .await
+            .unwrap()
+            .unwrap()
+            .status;
+        if run_first {
+            assert_eq!(steps, [(true, "a"), (true, "b"), (true, "c")]);
+            assert_eq!(status, WorkflowRunStatus::Succeeded, "after three claims");
+        } else {
+            assert_eq!(steps, [(true, "a"), (false, "a"), (true, "b")]);
+            assert_eq!(
+                status,
+                WorkflowRunStatus::Running,
+                "release order interleaves"
+            );
+        }
+        drain(3).await;
+        for run in [first, second] {
+            let status = get_workflow_run(&pool, run, WorkflowRunHandleScope::Admin)
+                .await
+                .unwrap()
+                .unwrap()
+                .status;
+            assert_eq!(status, WorkflowRunStatus::Succeeded);
+        }
+    }
+}

@@ -128,3 +128,45 @@ async fn a_job_handle_explains_what_holds_its_job(pool: PgPool) {
         "job.type_mismatch"
     );
 }
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_run_enqueued_run_first_dates_its_step_jobs_from_its_start(pool: PgPool) {
+    prepare(&pool).await.unwrap();
+    let run = Other {
+        approval: External::new(),
+        tally: Tally { n: 1 },
+    };
+    let plain = run
+        .enqueue_with(&pool, WorkflowOptions::new())
+        .await
+        .unwrap();
+    let first = run
+        .enqueue_with(&pool, WorkflowOptions::new().run_first())
+        .await
+        .unwrap();
+    for (run, expected) in [(plain.id(), false), (first.id(), true)] {
+        let stored: bool =
+            sqlx::query_scalar("SELECT run_first FROM runledger.workflow_runs WHERE id = $1")
+                .bind(run.0)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert_eq!(stored, expected);
+    }
+    // Released later, `tally`'s job is due from its run's start.
+    first
+        .complete_gate(&pool, Other::APPROVAL, &true)
+        .await
+        .unwrap();
+    let (due, started): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) =
+        sqlx::query_as(
+            "SELECT q.next_run_at, w.created_at FROM runledger.job_queue q
+             JOIN runledger.workflow_runs w ON w.id = q.workflow_run_id
+             WHERE q.workflow_run_id = $1 AND q.workflow_step_key = 'tally'",
+        )
+        .bind(first.id().0)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(due, started);
+}

@@ -97,9 +97,9 @@ where
         r#"
         INSERT INTO runledger.workflow_runs (
             id, workflow_type, organization_id, metadata, idempotency_key, enqueue_request,
-            result_step_key, created_by_user_id, trace_context
+            result_step_key, created_by_user_id, trace_context, run_first
         )
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
         ON CONFLICT (
             coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid),
             workflow_type,
@@ -116,6 +116,7 @@ where
         run.result_step.as_ref().map(StepKey::as_str),
         run.created_by_user_id,
         trace_context as Option<crate::core::trace::TraceContext>,
+        run.run_first,
     )
     .fetch_optional(&mut *tx)
     .await?;

@@ -27,6 +27,7 @@ fn empty_run<'a>(workflow_type: WorkflowType<'a>, metadata: &'a Value) -> Workfl
         idempotency_key: None,
         result_step: None,
         created_by_user_id: None,
+        run_first: false,
         steps: Vec::new(),
     }
 }
@@ -475,6 +476,33 @@ impl<'a> WorkflowRunEnqueueBuilder<'a> {
     /// Declares the step whose output becomes the run's result.
     pub fn result_step(mut self, step_key: StepKey<'a>) -> Self {
         self.run.result_step = Some(step_key);
+        self
+    }
+
+    /// Claims the run's steps in the order of the run's age: each step job is due from the
+    /// moment the run was enqueued, so with few slots an older run's next step goes before the
+    /// first step of a newer run (`A1 B1 C1 A2 B2 C2`, not `A1 A2 B1 B2 C1 C2`). A retry's
+    /// backoff still delays a step as usual. The queue's oldest-ready age counts such a step
+    /// from the run's start.
+    ///
+    /// ```
+    /// use runledger_engine::core::jobs::{
+    ///     JobType, StepKey, WorkflowRunEnqueueBuilder, WorkflowStepEnqueueBuilder, WorkflowType,
+    /// };
+    ///
+    /// let (metadata, payload) = (serde_json::json!({}), serde_json::json!({}));
+    /// let run = WorkflowRunEnqueueBuilder::new(WorkflowType::new("orders.fulfil"), &metadata)
+    ///     .run_first()
+    ///     .step(
+    ///         WorkflowStepEnqueueBuilder::new(StepKey::new("pick"), JobType::new("orders.pick"), &payload)
+    ///             .build(),
+    ///     )
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(run.run_first);
+    /// ```
+    pub fn run_first(mut self) -> Self {
+        self.run.run_first = true;
         self
     }
 

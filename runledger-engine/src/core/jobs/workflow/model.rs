@@ -172,6 +172,10 @@ pub struct WorkflowRunEnqueue<'a> {
     pub result_step: Option<StepKey<'a>>,
     /// Who asked for the run.
     pub created_by_user_id: Option<Uuid>,
+    /// Whether its steps' jobs are claimed in the order of the run's age rather than of their
+    /// release: each is due from the moment the run was enqueued, so a worker finishes an
+    /// older run before it starts the steps of a newer one.
+    pub run_first: bool,
     /// The steps, in declaration order.
     pub steps: Vec<WorkflowStepEnqueue<'a>>,
 }
@@ -365,8 +369,13 @@ impl WorkflowRunEnqueue<'_> {
             "created_by_user_id": self.created_by_user_id,
             "steps": steps,
         });
-        if let (Some(result), Some(map)) = (&self.result_step, snapshot.as_object_mut()) {
-            map.insert("result_step".to_owned(), json!(result.as_str()));
+        if let Some(map) = snapshot.as_object_mut() {
+            if let Some(result) = &self.result_step {
+                map.insert("result_step".to_owned(), json!(result.as_str()));
+            }
+            if self.run_first {
+                map.insert("run_first".to_owned(), json!(true));
+            }
         }
         snapshot
     }
