@@ -119,6 +119,11 @@ CREATE TABLE runledger.job_queue (
     -- The trace context of the span that enqueued the job (propagation fields as a JSON object
     -- of strings); NULL when no propagator is installed or no span was active.
     trace_context       jsonb,
+    -- A singleton's key: at most one job of its organization and type holds it while the job
+    -- is in the states `unique_while` names (QUEUED: pending and never started; ACTIVE:
+    -- pending or leased). NULL for every other job.
+    unique_key          text,
+    unique_while        text,
     CONSTRAINT job_queue_pkey PRIMARY KEY (id),
     CONSTRAINT job_queue_status_valid CHECK (
         status IN ('PENDING', 'LEASED', 'SUCCEEDED', 'DEAD_LETTERED', 'CANCELED')
@@ -141,6 +146,11 @@ CREATE TABLE runledger.job_queue (
     -- The rule of runledger.is_valid_identifier, written out (see 02_identifiers.sql).
     CONSTRAINT job_queue_resource_key_valid CHECK (
         resource_key IS NULL OR (btrim(resource_key) <> '' AND char_length(resource_key) <= 255)
+    ),
+    CONSTRAINT job_queue_unique_key_valid CHECK (
+        (unique_key IS NULL) = (unique_while IS NULL)
+        AND (unique_while IS NULL OR unique_while IN ('QUEUED', 'ACTIVE'))
+        AND (unique_key IS NULL OR (btrim(unique_key) <> '' AND char_length(unique_key) <= 255))
     )
 );
 
@@ -167,6 +177,22 @@ CREATE UNIQUE INDEX job_queue_idempotency_key_key
         idempotency_key
     )
     WHERE idempotency_key IS NOT NULL;
+-- Singletons: the holder of a unique key, per organization and job type, while the job is in
+-- the states its `unique_while` names. Jobs without a key are outside both indexes.
+CREATE UNIQUE INDEX job_queue_unique_queued_key
+    ON runledger.job_queue (
+        coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid),
+        job_type,
+        unique_key
+    )
+    WHERE unique_while = 'QUEUED' AND status = 'PENDING' AND attempt = 0;
+CREATE UNIQUE INDEX job_queue_unique_active_key
+    ON runledger.job_queue (
+        coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid),
+        job_type,
+        unique_key
+    )
+    WHERE unique_while = 'ACTIVE' AND status IN ('PENDING', 'LEASED');
 -- Successes by finish time, for "succeeded in the last 24 h" and duration percentiles. A
 -- success appends one entry at the index's right edge.
 CREATE INDEX job_queue_succeeded_recent_idx

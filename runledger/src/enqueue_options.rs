@@ -1,5 +1,5 @@
 //! [`EnqueueOptions`]: per-call settings of a typed enqueue (idempotency key, delay, priority,
-//! attempts, organization, execution resource key).
+//! attempts, organization, execution resource key, singleton key).
 
 use std::time::Duration;
 
@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::engine::postgres::jobs::JobEnqueue;
+pub use crate::engine::postgres::jobs::UniqueWhile;
 
 /// Per-call enqueue options.
 ///
@@ -28,6 +29,7 @@ pub struct EnqueueOptions {
     pub(crate) organization_id: Option<Uuid>,
     max_attempts: Option<i32>,
     resource_key: Option<String>,
+    unique: Option<(String, UniqueWhile)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -97,6 +99,25 @@ impl EnqueueOptions {
         self
     }
 
+    /// Makes the job a singleton: while a job of the same type and organization holds `key`
+    /// in the states `scope` names ([`UniqueWhile::Queued`]: waiting and never started;
+    /// [`UniqueWhile::Active`]: waiting or running), the enqueue inserts nothing and returns
+    /// that job's handle ([`was_created`](crate::JobHandle::was_created) is `false`). The key is
+    /// free again once the holder leaves those states, unlike an idempotency key, which it
+    /// cannot be combined with (`job.unique_key_with_idempotency_key`).
+    ///
+    /// ```
+    /// use runledger::{EnqueueOptions, UniqueWhile};
+    ///
+    /// // At most one search-index rebuild waiting, whatever the burst of edits.
+    /// let options = EnqueueOptions::new().unique("index:products", UniqueWhile::Queued);
+    /// # let _ = options;
+    /// ```
+    pub fn unique(mut self, key: impl Into<String>, scope: UniqueWhile) -> Self {
+        self.unique = Some((key.into(), scope));
+        self
+    }
+
     pub(crate) fn apply<'a>(&'a self, mut request: JobEnqueue<'a>) -> JobEnqueue<'a> {
         if let Some(key) = &self.idempotency_key {
             request = request.idempotency_key(key);
@@ -117,6 +138,9 @@ impl EnqueueOptions {
         }
         if let Some(key) = &self.resource_key {
             request = request.resource_key(key);
+        }
+        if let Some((key, scope)) = &self.unique {
+            request = request.unique(key, *scope);
         }
         request
     }

@@ -310,7 +310,8 @@ impl<J: Job> JobHandle<J> {
         self.id
     }
 
-    /// `false` when an idempotency key matched an existing job.
+    /// `false` when an idempotency key matched an existing job, or a unique key was held by one
+    /// (the handle is then that job's).
     pub fn was_created(&self) -> bool {
         self.created
     }

@@ -223,6 +223,14 @@ pub enum Error {
         /// The job.
         job_id: JobId,
     },
+    /// A singleton cannot go back to the queue while another job holds its unique key.
+    #[error("job {job_id} cannot be requeued: job {holder} holds its unique key")]
+    UniqueKeyTaken {
+        /// The job.
+        job_id: JobId,
+        /// The job holding the key.
+        holder: JobId,
+    },
     /// Workflow step jobs cannot be canceled one by one; cancel the workflow run instead.
     #[error("job {job_id} belongs to a workflow; cancel the workflow run instead")]
     WorkflowCancelNotSupported {
@@ -335,6 +343,7 @@ impl Error {
             },
             Self::WorkflowRequeueNotSupported { .. } => "job.workflow_requeue_not_supported",
             Self::WorkflowCancelNotSupported { .. } => "job.workflow_cancel_not_supported",
+            Self::UniqueKeyTaken { .. } => "job.unique_key_taken",
             Self::ActiveScheduleExists { .. } => "job_definition.active_schedule_exists",
             Self::InvalidWorkflow(err) => err.code(),
             Self::InvalidCron { .. } => "job_schedule.invalid_cron",
@@ -378,6 +387,7 @@ impl Error {
             | Self::InvalidJobState { .. }
             | Self::WorkflowRequeueNotSupported { .. }
             | Self::WorkflowCancelNotSupported { .. }
+            | Self::UniqueKeyTaken { .. }
             | Self::ActiveScheduleExists { .. }
             | Self::WorkflowIdempotencyConflict { .. }
             | Self::WorkflowRunNotCancelable { .. }

@@ -35,6 +35,7 @@ mod schedules;
 mod schema;
 mod seed_examples;
 mod seed_rules;
+mod singletons;
 mod sql_sources;
 mod tenancy;
 mod trace;

@@ -170,3 +170,37 @@ async fn a_run_enqueued_run_first_dates_its_step_jobs_from_its_start(pool: PgPoo
         .unwrap();
     assert_eq!(due, started);
 }
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn a_singleton_enqueue_returns_the_job_that_holds_its_key(pool: PgPool) {
+    use runledger::UniqueWhile;
+
+    prepare(&pool).await.unwrap();
+    let options = || EnqueueOptions::new().unique("sum:daily", UniqueWhile::Queued);
+    let first = Add { a: 1, b: 2 }
+        .enqueue_with(&pool, options())
+        .await
+        .unwrap();
+    let second = Add { a: 3, b: 4 }
+        .enqueue_with(&pool, options())
+        .await
+        .unwrap();
+    assert!(first.was_created());
+    assert!(
+        !second.was_created(),
+        "the key is held: the first job is returned"
+    );
+    assert_eq!(second.id(), first.id());
+
+    let both = EnqueueOptions::new()
+        .unique("sum:daily", UniqueWhile::Queued)
+        .idempotency_key("sum:daily");
+    assert_eq!(
+        Add { a: 1, b: 2 }
+            .enqueue_with(&pool, both)
+            .await
+            .unwrap_err()
+            .code(),
+        "job.unique_key_with_idempotency_key"
+    );
+}

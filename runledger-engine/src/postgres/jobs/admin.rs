@@ -258,10 +258,26 @@ async fn requeue<'e>(
     let row = sqlx::query!(
         r#"
         WITH current AS (
-            SELECT id, status, run_number, workflow_run_id
+            SELECT id, status, run_number, workflow_run_id, organization_id, job_type, attempt,
+                   unique_key, unique_while
             FROM runledger.job_queue
             WHERE id = $1 AND (NOT $2 OR organization_id IS NOT DISTINCT FROM $3)
             FOR UPDATE
+        ),
+        -- A singleton's key taken meanwhile by another job: the requeue would make two.
+        holder AS (
+            SELECT o.id
+            FROM current c
+            JOIN runledger.job_queue o
+              ON coalesce(o.organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
+                     = coalesce(c.organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
+             AND o.job_type = c.job_type AND o.unique_key = c.unique_key
+             AND o.unique_while = c.unique_while AND o.id <> c.id
+            WHERE CASE c.unique_while
+                      WHEN 'QUEUED' THEN c.attempt = 0 AND o.status = 'PENDING' AND o.attempt = 0
+                      ELSE o.status IN ('PENDING', 'LEASED')
+                  END
+            LIMIT 1
         ),
         requeued AS (
             UPDATE runledger.job_queue q
@@ -274,6 +290,7 @@ async fn requeue<'e>(
             WHERE q.id = c.id AND c.status IN ('DEAD_LETTERED', 'CANCELED')
               AND c.workflow_run_id IS NULL
               AND ($4::text IS NULL OR (c.status = $4 AND c.run_number = $5))
+              AND NOT EXISTS (SELECT 1 FROM holder)
             RETURNING q.id, q.attempt, q.job_type, q.gated, q.run_number,
                       c.status AS previous_status
         ),
@@ -287,6 +304,7 @@ async fn requeue<'e>(
                c.run_number,
                (c.workflow_run_id IS NOT NULL) AS "in_workflow!",
                (SELECT run_number FROM requeued) AS requeued_run,
+               (SELECT id FROM holder) AS holder,
                (SELECT pg_notify(runledger.job_wake_channel(gated), job_type) IS NULL
                 FROM requeued) AS notified
         FROM current c
@@ -307,6 +325,13 @@ async fn requeue<'e>(
     }
     if row.in_workflow {
         return Err(Error::WorkflowRequeueNotSupported { job_id });
+    }
+    let requeuable = matches!(row.status, JobStatus::DeadLettered | JobStatus::Canceled);
+    if let (true, Some(holder)) = (requeuable, row.holder) {
+        return Err(Error::UniqueKeyTaken {
+            job_id,
+            holder: JobId(holder),
+        });
     }
     match expected {
         Some(seen) if seen.status != row.status || seen.run_number != row.run_number => {

@@ -52,6 +52,8 @@ pub struct JobEnqueue<'a> {
     /// An execution resource the job holds while it runs: at most one job holding a given key
     /// runs at a time across all workers (1 to 255 characters, not blank, no NUL).
     pub resource_key: Option<&'a str>,
+    /// A singleton's key and the states in which it holds it (see [`JobEnqueue::unique`]).
+    pub unique: Option<(&'a str, UniqueWhile)>,
     /// The instant `delay` counts from; now when `None`. A promoted intent counts its delay
     /// from when it was recorded, not from when a worker promoted it.
     pub(crate) delay_from: Option<DateTime<Utc>>,
@@ -72,6 +74,7 @@ impl<'a> JobEnqueue<'a> {
             delay: None,
             created_by_user_id: None,
             resource_key: None,
+            unique: None,
             delay_from: None,
         }
     }
@@ -93,6 +96,25 @@ impl<'a> JobEnqueue<'a> {
     /// tenant's migration). Others wait `PENDING`, spending no attempt.
     pub fn resource_key(mut self, key: &'a str) -> Self {
         self.resource_key = Some(key);
+        self
+    }
+
+    /// Makes the job a singleton: while a job of the same organization and type holds `key`
+    /// in the states `scope` names, an enqueue with the key inserts nothing and returns that
+    /// job (`created: false`); once the holder leaves those states the key is free again.
+    /// Unlike an idempotency key, it dedupes against live work only. A key has 1 to 255
+    /// characters (`job.invalid_unique_key`) and cannot be combined with an idempotency key
+    /// (`job.unique_key_with_idempotency_key`).
+    ///
+    /// ```
+    /// use runledger_engine::postgres::jobs::{JobEnqueue, UniqueWhile};
+    ///
+    /// let payload = serde_json::json!({"account": 42});
+    /// let request = JobEnqueue::new("accounts.sync", &payload).unique("account:42", UniqueWhile::Queued);
+    /// assert!(request.unique.is_some());
+    /// ```
+    pub fn unique(mut self, key: &'a str, scope: UniqueWhile) -> Self {
+        self.unique = Some((key, scope));
         self
     }
 
@@ -157,6 +179,15 @@ impl<'a> JobEnqueue<'a> {
         if let Some(key) = self.resource_key {
             check_key(key, "job.invalid_resource_key", "the resource key")?;
         }
+        if let Some((key, _)) = self.unique {
+            check_key(key, "job.invalid_unique_key", "the unique key")?;
+            if self.idempotency_key.is_some() {
+                return Err(Error::invalid_input(
+                    "job.unique_key_with_idempotency_key",
+                    "a job takes a unique key or an idempotency key, not both",
+                ));
+            }
+        }
         check_payload(self.payload, "the payload")?;
         if let Some(run_at) = self.run_at {
             check_timestamp(run_at, "job.invalid_run_at", "run_at")?;
@@ -203,6 +234,27 @@ impl<'a> JobEnqueue<'a> {
     }
 }
 
+/// The states in which a singleton holds its unique key ([`JobEnqueue::unique`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UniqueWhile {
+    /// Pending and never started: at most one waits, and a new one may queue behind a running
+    /// one (a "run again after this one" request).
+    Queued,
+    /// Pending or leased: at most one exists until it finishes, so never two run at once.
+    Active,
+}
+
+impl UniqueWhile {
+    /// The stored form: `QUEUED` or `ACTIVE`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "QUEUED",
+            Self::Active => "ACTIVE",
+        }
+    }
+}
+
 /// The job an enqueue call resolved to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -211,7 +263,8 @@ pub struct EnqueuedJob {
     pub id: JobId,
     /// Its status when the call returned.
     pub status: JobStatus,
-    /// `false` when an idempotency key matched an existing job with the same request.
+    /// `false` when an idempotency key matched an existing job with the same request, or a
+    /// unique key a job holds.
     pub created: bool,
 }
 
@@ -287,7 +340,9 @@ where
     // unkeyed batch of several types is inserted one type at a time; run either in a transaction
     // (a savepoint inside the caller's) so that an error leaves nothing behind. A single request
     // or an unkeyed batch of one type is all-or-nothing in one statement already.
-    let keyed = requests.iter().any(|r| r.idempotency_key.is_some());
+    let keyed = requests
+        .iter()
+        .any(|r| r.idempotency_key.is_some() || r.unique.is_some());
     let first_type = requests[0].job_type.as_str();
     let mixed = requests.iter().any(|r| r.job_type.as_str() != first_type);
     if requests.len() > 1 && (keyed || mixed) {
@@ -309,11 +364,80 @@ pub(crate) async fn enqueue_on(
     requests: &[JobEnqueue<'_>],
     trace_context: Option<&TraceContext>,
 ) -> Result<Vec<EnqueuedJob>> {
+    if requests.iter().any(|r| r.unique.is_some()) {
+        // Singletons resolve one by one (each may return another job); the rest as usual.
+        let mut jobs = Vec::with_capacity(requests.len());
+        for request in requests {
+            jobs.push(match request.unique {
+                Some(unique) => enqueue_unique(conn, request, unique, trace_context).await?,
+                None => {
+                    let mut one = Box::pin(enqueue_on(
+                        conn,
+                        std::slice::from_ref(request),
+                        trace_context,
+                    ))
+                    .await?;
+                    one.pop()
+                        .ok_or_else(|| Error::corrupt("enqueue returned no job"))?
+                }
+            });
+        }
+        return Ok(jobs);
+    }
     if requests.iter().all(|r| r.idempotency_key.is_none()) {
         enqueue_unkeyed(conn, requests, trace_context).await
     } else {
         enqueue_keyed(conn, requests, trace_context).await
     }
+}
+
+/// Inserts one singleton, or finds the job holding its key: `runledger.enqueue_unique_job`
+/// (`runledger-engine/sql/05_enqueue.sql`).
+async fn enqueue_unique(
+    conn: &mut sqlx::PgConnection,
+    request: &JobEnqueue<'_>,
+    (key, scope): (&str, UniqueWhile),
+    trace_context: Option<&TraceContext>,
+) -> Result<EnqueuedJob> {
+    let job_type = request.job_type.as_str();
+    let row = sqlx::query!(
+        r#"
+        SELECT queue, id, status AS "status: JobStatus", created AS "created!", refused_level
+        FROM runledger.enqueue_unique_job($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+        "#,
+        fresh_uuid(),
+        job_type,
+        request.organization_id,
+        Json(request.payload) as Json<&Value>,
+        request.priority,
+        request.max_attempts,
+        request.timeout_seconds,
+        request.effective_run_at(),
+        request.created_by_user_id,
+        request.resource_key,
+        trace_context as Option<&TraceContext>,
+        key,
+        scope.as_str(),
+    )
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| Error::DefinitionNotFoundOrDisabled {
+        job_type: job_type.to_owned(),
+    })?;
+    if let Some(level) = row.refused_level {
+        return Err(Error::IsolationLevelUnsupported { level });
+    }
+    let (Some(id), Some(queue), Some(status)) = (row.id, row.queue, row.status) else {
+        return Err(Error::corrupt("a singleton enqueue returned no job"));
+    };
+    if row.created {
+        crate::core::metrics::count_enqueued(job_type, &queue, 1);
+    }
+    Ok(EnqueuedJob {
+        id: JobId(id),
+        status,
+        created: row.created,
+    })
 }
 
 /// Inserts requests without idempotency keys: nothing can conflict, so every row is a plain

@@ -1,0 +1,123 @@
+-- Singletons: a job may hold a unique key, per organization and job type, while it is queued
+-- (pending, never started) or active (pending or leased); a second enqueue with the key
+-- returns the holder.
+ALTER TABLE runledger.job_queue
+    ADD COLUMN unique_key text,
+    ADD COLUMN unique_while text,
+    ADD CONSTRAINT job_queue_unique_key_valid CHECK (
+        (unique_key IS NULL) = (unique_while IS NULL)
+        AND (unique_while IS NULL OR unique_while IN ('QUEUED', 'ACTIVE'))
+        AND (unique_key IS NULL OR (btrim(unique_key) <> '' AND char_length(unique_key) <= 255))
+    );
+
+-- Singletons: the holder of a unique key, per organization and job type, while the job is in
+-- the states its `unique_while` names. Jobs without a key are outside both indexes.
+CREATE UNIQUE INDEX job_queue_unique_queued_key
+    ON runledger.job_queue (
+        coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid),
+        job_type,
+        unique_key
+    )
+    WHERE unique_while = 'QUEUED' AND status = 'PENDING' AND attempt = 0;
+CREATE UNIQUE INDEX job_queue_unique_active_key
+    ON runledger.job_queue (
+        coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid),
+        job_type,
+        unique_key
+    )
+    WHERE unique_while = 'ACTIVE' AND status IN ('PENDING', 'LEASED');
+
+-- One singleton: a job with a unique key (and no idempotency key). Inserts it unless a job of
+-- its organization and type holds the key in the states `p_unique_while` names, and returns
+-- the job's queue, id and status, and whether it was inserted; no row when the type has no enabled
+-- definition. A holder that finished between the insert and the lookup frees its key: the
+-- insert is tried again. Refuses to run in REPEATABLE READ or SERIALIZABLE, where the lookup
+-- would not see a holder committed after the transaction's snapshot (`refused_level`).
+-- Called by `postgres::jobs::enqueue::enqueue_unique`.
+--
+-- PL/pgSQL: the insert, the lookup and the retry read what each other wrote, in one round
+-- trip.
+CREATE FUNCTION runledger.enqueue_unique_job(
+    p_id uuid,
+    p_job_type text,
+    p_organization_id uuid,
+    p_payload jsonb,
+    p_priority integer,
+    p_max_attempts integer,
+    p_timeout integer,
+    p_run_at timestamptz,
+    p_created_by uuid,
+    p_resource_key text,
+    p_trace_context jsonb,
+    p_unique_key text,
+    p_unique_while text
+) RETURNS TABLE (queue text, id uuid, status text, created boolean, refused_level text)
+LANGUAGE plpgsql VOLATILE
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_queue text;
+    v_id uuid;
+    v_status text;
+    v_notified boolean;
+    v_tries integer := 0;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN QUERY SELECT NULL::text, NULL::uuid, NULL::text, false,
+                            current_setting('transaction_isolation');
+        RETURN;
+    END IF;
+    LOOP
+        INSERT INTO runledger.job_queue (
+            id, job_type, organization_id, payload, priority, max_attempts, timeout_seconds,
+            next_run_at, created_by_user_id, queue, resource_key, gated, trace_context,
+            unique_key, unique_while
+        )
+        SELECT p_id, d.job_type, p_organization_id, p_payload,
+               coalesce(p_priority, d.priority),
+               coalesce(p_max_attempts, d.max_attempts),
+               coalesce(p_timeout, d.timeout_seconds),
+               coalesce(p_run_at, now()),
+               p_created_by, d.queue, p_resource_key,
+               runledger.job_gated(d.global_concurrency IS NOT NULL, d.queue)
+                   OR p_resource_key IS NOT NULL,
+               p_trace_context, p_unique_key, p_unique_while
+        FROM runledger.job_definitions d
+        WHERE d.job_type = p_job_type AND d.is_enabled
+        ON CONFLICT DO NOTHING
+        RETURNING queue,
+                  CASE WHEN next_run_at <= now()
+                       THEN pg_notify(runledger.job_wake_channel(gated), job_type) IS NULL END
+        INTO v_queue, v_notified;
+        IF FOUND THEN
+            RETURN QUERY SELECT v_queue, p_id, 'PENDING'::text, true, NULL::text;
+            RETURN;
+        END IF;
+        IF NOT EXISTS (
+            SELECT 1 FROM runledger.job_definitions d
+            WHERE d.job_type = p_job_type AND d.is_enabled
+        ) THEN
+            RETURN;
+        END IF;
+        SELECT q.queue, q.id, q.status INTO v_queue, v_id, v_status
+        FROM runledger.job_queue q
+        WHERE coalesce(q.organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
+                  = coalesce(p_organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
+          AND q.job_type = p_job_type AND q.unique_key = p_unique_key
+          AND q.unique_while = p_unique_while
+          AND CASE p_unique_while
+                  WHEN 'QUEUED' THEN q.status = 'PENDING' AND q.attempt = 0
+                  ELSE q.status IN ('PENDING', 'LEASED')
+              END;
+        IF FOUND THEN
+            RETURN QUERY SELECT v_queue, v_id, v_status, false, NULL::text;
+            RETURN;
+        END IF;
+        v_tries := v_tries + 1;
+        IF v_tries >= 100 THEN
+            RAISE EXCEPTION 'unique key % of % changed hands 100 times during one enqueue',
+                p_unique_key, p_job_type;
+        END IF;
+    END LOOP;
+END;
+$$;

@@ -1,0 +1,198 @@
+//! Singletons: a unique key held while a job is queued (never started) or active (pending or
+//! leased); a second enqueue returns the holder, and the key is free once the holder leaves.
+
+use runledger_engine::core::jobs::{JobId, JobStatus};
+use runledger_engine::postgres::jobs::{
+    EnqueuedJob, JobEnqueue, TenantScope, UniqueWhile, cancel_job, complete_job_success,
+    enqueue_job, enqueue_jobs, requeue_job,
+};
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::support::{DefinitionOpts, claim, define};
+
+const TYPE: &str = "singleton.job";
+
+async fn enqueue_unique(pool: &PgPool, key: &str, scope: UniqueWhile) -> EnqueuedJob {
+    let payload = json!({});
+    enqueue_job(pool, &JobEnqueue::new(TYPE, &payload).unique(key, scope))
+        .await
+        .unwrap()
+}
+
+async fn refused(pool: &PgPool, request: JobEnqueue<'_>) -> &'static str {
+    enqueue_job(pool, &request).await.unwrap_err().code()
+}
+
+async fn jobs_of_type(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM runledger.job_queue WHERE job_type = $1")
+        .bind(TYPE)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_queued_singleton_dedupes_until_it_starts_then_one_more_may_wait(pool: PgPool) {
+    define(&pool, TYPE, DefinitionOpts::default()).await;
+    let first = enqueue_unique(&pool, "index:products", UniqueWhile::Queued).await;
+    assert!(first.created);
+    let again = enqueue_unique(&pool, "index:products", UniqueWhile::Queued).await;
+    assert_eq!((again.id, again.created), (first.id, false));
+
+    // Another key, another organization: other singletons.
+    assert!(
+        enqueue_unique(&pool, "index:orders", UniqueWhile::Queued)
+            .await
+            .created
+    );
+    let payload = json!({});
+    let tenant = enqueue_job(
+        &pool,
+        &JobEnqueue::new(TYPE, &payload)
+            .organization_id(uuid::Uuid::from_u128(5))
+            .unique("index:products", UniqueWhile::Queued),
+    )
+    .await
+    .unwrap();
+    assert!(tenant.created && tenant.id != first.id);
+
+    // Once it started, one more may wait behind it, and only one.
+    let claimed = claim(&pool, "w-single", 10).await;
+    assert!(claimed.iter().any(|job| job.id == first.id));
+    let behind = enqueue_unique(&pool, "index:products", UniqueWhile::Queued).await;
+    assert!(behind.created && behind.id != first.id);
+    let again = enqueue_unique(&pool, "index:products", UniqueWhile::Queued).await;
+    assert_eq!((again.id, again.created), (behind.id, false));
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn an_active_singleton_returns_the_running_job_and_frees_its_key_when_it_ends(pool: PgPool) {
+    define(&pool, TYPE, DefinitionOpts::default()).await;
+    let first = enqueue_unique(&pool, "account:42", UniqueWhile::Active).await;
+    let [running] = claim(&pool, "w-single", 1).await.try_into().unwrap();
+    assert_eq!(running.id, first.id);
+    let again = enqueue_unique(&pool, "account:42", UniqueWhile::Active).await;
+    assert_eq!(
+        (again.id, again.status, again.created),
+        (first.id, JobStatus::Leased, false),
+        "never a second while one runs"
+    );
+    complete_job_success(&pool, &running.lease(), None)
+        .await
+        .unwrap();
+    let next = enqueue_unique(&pool, "account:42", UniqueWhile::Active).await;
+    assert!(next.created && next.id != first.id, "free once it ended");
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn concurrent_enqueues_of_one_key_make_one_job(pool: PgPool) {
+    define(&pool, TYPE, DefinitionOpts::default()).await;
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                enqueue_unique(&pool, "report:daily", UniqueWhile::Active)
+                    .await
+                    .id
+            })
+        })
+        .collect();
+    let mut ids: Vec<JobId> = Vec::new();
+    for task in tasks {
+        ids.push(task.await.unwrap());
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "every caller got the one job");
+    assert_eq!(jobs_of_type(&pool).await, 1);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_batch_resolves_each_singleton_and_inserts_the_rest(pool: PgPool) {
+    define(&pool, TYPE, DefinitionOpts::default()).await;
+    let payload = json!({});
+    let requests = [
+        JobEnqueue::new(TYPE, &payload),
+        JobEnqueue::new(TYPE, &payload).unique("k", UniqueWhile::Queued),
+        JobEnqueue::new(TYPE, &payload).unique("k", UniqueWhile::Queued),
+        JobEnqueue::new(TYPE, &payload),
+    ];
+    let jobs = enqueue_jobs(&pool, &requests).await.unwrap();
+    let created: Vec<bool> = jobs.iter().map(|job| job.created).collect();
+    assert_eq!(created, [true, true, false, true]);
+    assert_eq!(jobs[1].id, jobs[2].id);
+    assert_eq!(jobs_of_type(&pool).await, 3);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_requeue_that_would_make_two_holders_is_refused_with_its_code(pool: PgPool) {
+    define(&pool, TYPE, DefinitionOpts::default()).await;
+    let first = enqueue_unique(&pool, "account:7", UniqueWhile::Active).await;
+    cancel_job(&pool, first.id, TenantScope::Admin)
+        .await
+        .unwrap();
+    let second = enqueue_unique(&pool, "account:7", UniqueWhile::Active).await;
+    assert!(second.created);
+    let refused = requeue_job(&pool, first.id, TenantScope::Admin)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), "job.unique_key_taken");
+    assert!(
+        refused.to_string().contains(&second.id.to_string()),
+        "{refused}"
+    );
+
+    cancel_job(&pool, second.id, TenantScope::Admin)
+        .await
+        .unwrap();
+    requeue_job(&pool, first.id, TenantScope::Admin)
+        .await
+        .unwrap();
+    let again = enqueue_unique(&pool, "account:7", UniqueWhile::Active).await;
+    assert_eq!((again.id, again.created), (first.id, false));
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn bad_unique_requests_are_refused_with_their_codes(pool: PgPool) {
+    define(&pool, TYPE, DefinitionOpts::default()).await;
+    let payload = json!({});
+    assert_eq!(
+        refused(
+            &pool,
+            JobEnqueue::new(TYPE, &payload).unique("  ", UniqueWhile::Queued)
+        )
+        .await,
+        "job.invalid_unique_key"
+    );
+    assert_eq!(
+        refused(
+            &pool,
+            JobEnqueue::new(TYPE, &payload)
+                .unique("k", UniqueWhile::Queued)
+                .idempotency_key("k")
+        )
+        .await,
+        "job.unique_key_with_idempotency_key"
+    );
+    assert_eq!(
+        refused(
+            &pool,
+            JobEnqueue::new("singleton.missing", &payload).unique("k", UniqueWhile::Queued)
+        )
+        .await,
+        "job.definition_not_found_or_disabled"
+    );
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let err = enqueue_job(
+        &mut *tx,
+        &JobEnqueue::new(TYPE, &payload).unique("k", UniqueWhile::Active),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "validation.isolation_level_unsupported");
+    assert_eq!(jobs_of_type(&pool).await, 0, "nothing was inserted");
+}
