@@ -119,11 +119,13 @@ CREATE TABLE runledger.job_queue (
     -- The trace context of the span that enqueued the job (propagation fields as a JSON object
     -- of strings); NULL when no propagator is installed or no span was active.
     trace_context       jsonb,
-    -- A singleton's key: at most one job of its organization and type holds it while the job
-    -- is in the states `unique_while` names (QUEUED: pending and never started; ACTIVE:
-    -- pending or leased). NULL for every other job.
+    -- A unique key, held per organization and job type: by a singleton or a debounced job while
+    -- it is in the states `unique_while` names (QUEUED: pending and never started; ACTIVE:
+    -- pending or leased), by a throttled job (WINDOW) until `unique_until`. NULL for every
+    -- other job.
     unique_key          text,
     unique_while        text,
+    unique_until        timestamptz,
     CONSTRAINT job_queue_pkey PRIMARY KEY (id),
     CONSTRAINT job_queue_status_valid CHECK (
         status IN ('PENDING', 'LEASED', 'SUCCEEDED', 'DEAD_LETTERED', 'CANCELED')
@@ -149,7 +151,8 @@ CREATE TABLE runledger.job_queue (
     ),
     CONSTRAINT job_queue_unique_key_valid CHECK (
         (unique_key IS NULL) = (unique_while IS NULL)
-        AND (unique_while IS NULL OR unique_while IN ('QUEUED', 'ACTIVE'))
+        AND (unique_while IS NULL OR unique_while IN ('QUEUED', 'ACTIVE', 'WINDOW'))
+        AND (coalesce(unique_while, '') = 'WINDOW') = (unique_until IS NOT NULL)
         AND (unique_key IS NULL OR (btrim(unique_key) <> '' AND char_length(unique_key) <= 255))
     )
 );
@@ -193,6 +196,17 @@ CREATE UNIQUE INDEX job_queue_unique_active_key
         unique_key
     )
     WHERE unique_while = 'ACTIVE' AND status IN ('PENDING', 'LEASED');
+-- Throttled jobs by key and the end of their window: "the job of this key enqueued less than a
+-- window ago" cannot be a unique index (it depends on the time), so an enqueue looks it up here
+-- under a lock of the key.
+CREATE INDEX job_queue_unique_window_idx
+    ON runledger.job_queue (
+        coalesce(organization_id, '00000000-0000-0000-0000-000000000000'::uuid),
+        job_type,
+        unique_key,
+        unique_until
+    )
+    WHERE unique_while = 'WINDOW';
 -- Successes by finish time, for "succeeded in the last 24 h" and duration percentiles. A
 -- success appends one entry at the index's right edge.
 CREATE INDEX job_queue_succeeded_recent_idx

@@ -6,8 +6,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::engine::postgres::jobs::JobEnqueue;
-pub use crate::engine::postgres::jobs::UniqueWhile;
+pub use crate::engine::postgres::jobs::{EnqueueOutcome, UniqueWhile};
+use crate::engine::postgres::jobs::{JobEnqueue, UniqueRule};
 
 /// Per-call enqueue options.
 ///
@@ -29,7 +29,7 @@ pub struct EnqueueOptions {
     pub(crate) organization_id: Option<Uuid>,
     max_attempts: Option<i32>,
     resource_key: Option<String>,
-    unique: Option<(String, UniqueWhile)>,
+    unique: Option<(String, UniqueRule)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -114,7 +114,42 @@ impl EnqueueOptions {
     /// # let _ = options;
     /// ```
     pub fn unique(mut self, key: impl Into<String>, scope: UniqueWhile) -> Self {
-        self.unique = Some((key.into(), scope));
+        self.unique = Some((key.into(), UniqueRule::Singleton(scope)));
+        self
+    }
+
+    /// Debounces a burst: the job runs `window` after the burst's last enqueue, with that
+    /// enqueue's arguments. While a job of the type holds `key` and has not started, an enqueue
+    /// with the key replaces its arguments and pushes its start to `window` from now
+    /// ([`EnqueueOutcome::Replaced`]); otherwise it enqueues a job due in `window`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use runledger::EnqueueOptions;
+    ///
+    /// // Index a document 5 s after its last edit, with the text of that edit.
+    /// let options = EnqueueOptions::new().debounce("document:7", Duration::from_secs(5));
+    /// # let _ = options;
+    /// ```
+    pub fn debounce(mut self, key: impl Into<String>, window: Duration) -> Self {
+        self.unique = Some((key.into(), UniqueRule::Debounce(window)));
+        self
+    }
+
+    /// Throttles: at most one job of the type per `key` and `window`, counted from the enqueue
+    /// of the job that was kept; the enqueues within its window return it
+    /// ([`EnqueueOutcome::Dropped`]), whatever its state.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use runledger::EnqueueOptions;
+    ///
+    /// // At most one alert per user per hour.
+    /// let options = EnqueueOptions::new().throttle("user:42", Duration::from_secs(3_600));
+    /// # let _ = options;
+    /// ```
+    pub fn throttle(mut self, key: impl Into<String>, window: Duration) -> Self {
+        self.unique = Some((key.into(), UniqueRule::Throttle(window)));
         self
     }
 
@@ -139,8 +174,13 @@ impl EnqueueOptions {
         if let Some(key) = &self.resource_key {
             request = request.resource_key(key);
         }
-        if let Some((key, scope)) = &self.unique {
-            request = request.unique(key, *scope);
+        if let Some((key, rule)) = &self.unique {
+            request = match *rule {
+                UniqueRule::Debounce(window) => request.debounce(key, window),
+                UniqueRule::Throttle(window) => request.throttle(key, window),
+                UniqueRule::Singleton(scope) => request.unique(key, scope),
+                _ => request,
+            };
         }
         request
     }

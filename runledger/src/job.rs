@@ -13,9 +13,9 @@ use uuid::Uuid;
 use crate::context::JobContext;
 use crate::engine::core::jobs::{JobDefaults, JobId, JobIntentId, JobIntentStatus, JobStatus};
 use crate::engine::postgres::jobs::{
-    JobEnqueue, JobExplanation, JobIntentRecord, JobRecord, JobReplay, JobRequeueExpectation,
-    JobRequeueOutcome, TenantScope, enqueue_jobs, explain_job, get_job_by_id,
-    get_job_enqueue_intent, record_job_enqueue_intent, replay_job, requeue_job_if,
+    EnqueueOutcome, JobEnqueue, JobExplanation, JobIntentRecord, JobRecord, JobReplay,
+    JobRequeueExpectation, JobRequeueOutcome, TenantScope, enqueue_jobs, explain_job,
+    get_job_by_id, get_job_enqueue_intent, record_job_enqueue_intent, replay_job, requeue_job_if,
 };
 use crate::enqueue_options::EnqueueOptions;
 use crate::error::{Error, JobError};
@@ -258,7 +258,7 @@ where
         .map(|(job, (_, options))| JobHandle {
             id: job.id,
             organization_id: options.organization_id,
-            created: job.created,
+            outcome: job.outcome,
             _job: PhantomData,
         })
         .collect())
@@ -269,7 +269,7 @@ where
 pub struct JobHandle<J> {
     id: JobId,
     organization_id: Option<Uuid>,
-    created: bool,
+    outcome: EnqueueOutcome,
     _job: PhantomData<fn() -> J>,
 }
 
@@ -286,7 +286,7 @@ impl<J> std::fmt::Debug for JobHandle<J> {
         f.debug_struct("JobHandle")
             .field("id", &self.id)
             .field("organization_id", &self.organization_id)
-            .field("created", &self.created)
+            .field("outcome", &self.outcome)
             .finish()
     }
 }
@@ -300,7 +300,7 @@ impl<J: Job> JobHandle<J> {
         Self {
             id,
             organization_id,
-            created: true,
+            outcome: EnqueueOutcome::Inserted,
             _job: PhantomData,
         }
     }
@@ -313,7 +313,15 @@ impl<J: Job> JobHandle<J> {
     /// `false` when an idempotency key matched an existing job, or a unique key was held by one
     /// (the handle is then that job's).
     pub fn was_created(&self) -> bool {
-        self.created
+        self.outcome == EnqueueOutcome::Inserted
+    }
+
+    /// What the enqueue that made this handle did: inserted a job, found the job of the same
+    /// idempotent request, dropped the request for the job holding its unique key (a
+    /// singleton, a throttle), or replaced a debounced job's arguments. A handle rebuilt with
+    /// [`from_id`](Self::from_id) reports `Inserted`.
+    pub fn outcome(&self) -> EnqueueOutcome {
+        self.outcome
     }
 
     /// The job's current status (`job.not_found` when it does not exist in the handle's
@@ -453,7 +461,11 @@ impl<J: Job> JobHandle<J> {
         Ok(JobHandle {
             id: replayed.job_id,
             organization_id: self.organization_id,
-            created: replayed.created,
+            outcome: if replayed.created {
+                EnqueueOutcome::Inserted
+            } else {
+                EnqueueOutcome::Existing
+            },
             _job: PhantomData,
         })
     }

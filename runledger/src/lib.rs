@@ -122,7 +122,7 @@ pub use runledger_engine::runtime::config::JobsConfig;
 
 pub use context::JobContext;
 pub use continuation::Continuation;
-pub use enqueue_options::{EnqueueOptions, UniqueWhile};
+pub use enqueue_options::{EnqueueOptions, EnqueueOutcome, UniqueWhile};
 pub use error::{Error, JobError};
 pub use fan_out::{Chunks, FanOut};
 pub use job::{IntentHandle, Job, JobHandle, enqueue_batch, enqueue_batch_with};

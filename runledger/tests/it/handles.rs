@@ -204,3 +204,41 @@ async fn a_singleton_enqueue_returns_the_job_that_holds_its_key(pool: PgPool) {
         "job.unique_key_with_idempotency_key"
     );
 }
+
+#[sqlx::test(migrator = "runledger::engine::postgres::MIGRATOR")]
+async fn debounced_and_throttled_enqueues_report_their_outcome(pool: PgPool) {
+    use runledger::EnqueueOutcome;
+    use std::time::Duration;
+
+    prepare(&pool).await.unwrap();
+    let window = Duration::from_secs(60);
+    let debounce = || EnqueueOptions::new().debounce("sum", window);
+    let first = Add { a: 1, b: 0 }
+        .enqueue_with(&pool, debounce())
+        .await
+        .unwrap();
+    let second = Add { a: 2, b: 0 }
+        .enqueue_with(&pool, debounce())
+        .await
+        .unwrap();
+    assert_eq!(first.outcome(), EnqueueOutcome::Inserted);
+    assert_eq!(
+        (second.id(), second.outcome()),
+        (first.id(), EnqueueOutcome::Replaced)
+    );
+
+    let throttle = || EnqueueOptions::new().throttle("alert", window);
+    let kept = Add { a: 1, b: 0 }
+        .enqueue_with(&pool, throttle())
+        .await
+        .unwrap();
+    let dropped = Add { a: 2, b: 0 }
+        .enqueue_with(&pool, throttle())
+        .await
+        .unwrap();
+    assert_eq!(kept.outcome(), EnqueueOutcome::Inserted);
+    assert_eq!(
+        (dropped.id(), dropped.outcome(), dropped.was_created()),
+        (kept.id(), EnqueueOutcome::Dropped, false)
+    );
+}

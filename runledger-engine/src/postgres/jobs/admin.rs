@@ -275,7 +275,8 @@ async fn requeue<'e>(
              AND o.unique_while = c.unique_while AND o.id <> c.id
             WHERE CASE c.unique_while
                       WHEN 'QUEUED' THEN c.attempt = 0 AND o.status = 'PENDING' AND o.attempt = 0
-                      ELSE o.status IN ('PENDING', 'LEASED')
+                      WHEN 'ACTIVE' THEN o.status IN ('PENDING', 'LEASED')
+                      ELSE false
                   END
             LIMIT 1
         ),

@@ -52,8 +52,9 @@ pub struct JobEnqueue<'a> {
     /// An execution resource the job holds while it runs: at most one job holding a given key
     /// runs at a time across all workers (1 to 255 characters, not blank, no NUL).
     pub resource_key: Option<&'a str>,
-    /// A singleton's key and the states in which it holds it (see [`JobEnqueue::unique`]).
-    pub unique: Option<(&'a str, UniqueWhile)>,
+    /// A unique key and how it dedupes: a singleton ([`JobEnqueue::unique`]), a debounce
+    /// ([`JobEnqueue::debounce`]) or a throttle ([`JobEnqueue::throttle`]).
+    pub unique: Option<(&'a str, UniqueRule)>,
     /// The instant `delay` counts from; now when `None`. A promoted intent counts its delay
     /// from when it was recorded, not from when a worker promoted it.
     pub(crate) delay_from: Option<DateTime<Utc>>,
@@ -114,7 +115,48 @@ impl<'a> JobEnqueue<'a> {
     /// assert!(request.unique.is_some());
     /// ```
     pub fn unique(mut self, key: &'a str, scope: UniqueWhile) -> Self {
-        self.unique = Some((key, scope));
+        self.unique = Some((key, UniqueRule::Singleton(scope)));
+        self
+    }
+
+    /// Debounces: the job runs `window` after the last enqueue of a burst, with that enqueue's
+    /// payload. While a job of the same organization and type holds `key` and has not started,
+    /// an enqueue with the key replaces its payload and pushes its start to `window` from now
+    /// ([`EnqueueOutcome::Replaced`]); otherwise it inserts a job due in `window`. The key and
+    /// its codes are those of [`unique`](Self::unique); a window must be positive
+    /// (`job.invalid_unique_window`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use runledger_engine::postgres::jobs::JobEnqueue;
+    ///
+    /// let payload = serde_json::json!({"document": 7, "text": "latest"});
+    /// let request = JobEnqueue::new("documents.index", &payload)
+    ///     .debounce("document:7", Duration::from_secs(5));
+    /// assert!(request.unique.is_some());
+    /// ```
+    pub fn debounce(mut self, key: &'a str, window: std::time::Duration) -> Self {
+        self.unique = Some((key, UniqueRule::Debounce(window)));
+        self
+    }
+
+    /// Throttles: at most one job per `key` (of its organization and type) is enqueued per
+    /// `window`, counted from the enqueue of the job that was kept. An enqueue within the
+    /// window of the kept job inserts nothing and returns it ([`EnqueueOutcome::Dropped`]),
+    /// whatever its state. The key and its codes are those of [`unique`](Self::unique); a
+    /// window must be positive (`job.invalid_unique_window`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use runledger_engine::postgres::jobs::JobEnqueue;
+    ///
+    /// let payload = serde_json::json!({"user": 42});
+    /// let request = JobEnqueue::new("alerts.send", &payload)
+    ///     .throttle("user:42", Duration::from_secs(3_600));
+    /// assert!(request.unique.is_some());
+    /// ```
+    pub fn throttle(mut self, key: &'a str, window: std::time::Duration) -> Self {
+        self.unique = Some((key, UniqueRule::Throttle(window)));
         self
     }
 
@@ -179,8 +221,16 @@ impl<'a> JobEnqueue<'a> {
         if let Some(key) = self.resource_key {
             check_key(key, "job.invalid_resource_key", "the resource key")?;
         }
-        if let Some((key, _)) = self.unique {
+        if let Some((key, rule)) = self.unique {
             check_key(key, "job.invalid_unique_key", "the unique key")?;
+            if let UniqueRule::Debounce(window) | UniqueRule::Throttle(window) = rule
+                && (window.is_zero() || chrono::Duration::from_std(window).is_err())
+            {
+                return Err(Error::invalid_input(
+                    "job.invalid_unique_window",
+                    "a debounce or throttle window must be positive",
+                ));
+            }
             if self.idempotency_key.is_some() {
                 return Err(Error::invalid_input(
                     "job.unique_key_with_idempotency_key",
@@ -255,6 +305,48 @@ impl UniqueWhile {
     }
 }
 
+/// How a unique key dedupes ([`JobEnqueue::unique`], [`JobEnqueue::debounce`],
+/// [`JobEnqueue::throttle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UniqueRule {
+    /// A singleton, holding its key in the states named.
+    Singleton(UniqueWhile),
+    /// A debounce over this window.
+    Debounce(std::time::Duration),
+    /// A throttle of one job per this window.
+    Throttle(std::time::Duration),
+}
+
+impl UniqueRule {
+    /// The stored `unique_while` and the window the enqueue function takes.
+    fn parts(self) -> (&'static str, Option<sqlx::postgres::types::PgInterval>) {
+        let interval =
+            |window: std::time::Duration| sqlx::postgres::types::PgInterval::try_from(window).ok();
+        match self {
+            Self::Singleton(scope) => (scope.as_str(), None),
+            Self::Debounce(window) => ("QUEUED", interval(window)),
+            Self::Throttle(window) => ("WINDOW", interval(window)),
+        }
+    }
+}
+
+/// What an enqueue did with one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[non_exhaustive]
+pub enum EnqueueOutcome {
+    /// A new job.
+    Inserted,
+    /// An idempotency key matched the job of the same request: a retry.
+    Existing,
+    /// A unique key was held (a singleton, a throttle's window): nothing was inserted, the job
+    /// is the holder.
+    Dropped,
+    /// A debounce replaced the waiting holder's payload and pushed its start.
+    Replaced,
+}
+
 /// The job an enqueue call resolved to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -266,6 +358,8 @@ pub struct EnqueuedJob {
     /// `false` when an idempotency key matched an existing job with the same request, or a
     /// unique key a job holds.
     pub created: bool,
+    /// What the enqueue did.
+    pub outcome: EnqueueOutcome,
 }
 
 /// Enqueues one job.
@@ -391,19 +485,23 @@ pub(crate) async fn enqueue_on(
     }
 }
 
-/// Inserts one singleton, or finds the job holding its key: `runledger.enqueue_unique_job`
+/// Inserts one job with a unique key, or resolves it to the job holding the key (replacing
+/// a debounced holder's payload): `runledger.enqueue_unique_job`
 /// (`runledger-engine/sql/05_enqueue.sql`).
 async fn enqueue_unique(
     conn: &mut sqlx::PgConnection,
     request: &JobEnqueue<'_>,
-    (key, scope): (&str, UniqueWhile),
+    (key, rule): (&str, UniqueRule),
     trace_context: Option<&TraceContext>,
 ) -> Result<EnqueuedJob> {
     let job_type = request.job_type.as_str();
+    let (unique_while, window) = rule.parts();
     let row = sqlx::query!(
         r#"
-        SELECT queue, id, status AS "status: JobStatus", created AS "created!", refused_level
-        FROM runledger.enqueue_unique_job($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+        SELECT queue, id, status AS "status: JobStatus", outcome, refused_level
+        FROM runledger.enqueue_unique_job(
+            $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14
+        )
         "#,
         fresh_uuid(),
         job_type,
@@ -417,7 +515,8 @@ async fn enqueue_unique(
         request.resource_key,
         trace_context as Option<&TraceContext>,
         key,
-        scope.as_str(),
+        unique_while,
+        window,
     )
     .fetch_optional(&mut *conn)
     .await?
@@ -428,15 +527,26 @@ async fn enqueue_unique(
         return Err(Error::IsolationLevelUnsupported { level });
     }
     let (Some(id), Some(queue), Some(status)) = (row.id, row.queue, row.status) else {
-        return Err(Error::corrupt("a singleton enqueue returned no job"));
+        return Err(Error::corrupt("a unique-key enqueue returned no job"));
     };
-    if row.created {
+    let outcome = match row.outcome.as_deref() {
+        Some("INSERTED") => EnqueueOutcome::Inserted,
+        Some("REPLACED") => EnqueueOutcome::Replaced,
+        Some("DROPPED") => EnqueueOutcome::Dropped,
+        other => {
+            return Err(Error::corrupt(format!(
+                "a unique-key enqueue returned the outcome {other:?}"
+            )));
+        }
+    };
+    if outcome == EnqueueOutcome::Inserted {
         crate::core::metrics::count_enqueued(job_type, &queue, 1);
     }
     Ok(EnqueuedJob {
         id: JobId(id),
         status,
-        created: row.created,
+        created: outcome == EnqueueOutcome::Inserted,
+        outcome,
     })
 }
 
@@ -475,6 +585,7 @@ async fn enqueue_unkeyed(
             id: JobId(id),
             status: JobStatus::Pending,
             created: true,
+            outcome: EnqueueOutcome::Inserted,
         })
         .collect())
 }
@@ -574,6 +685,7 @@ async fn enqueue_one(
         id: JobId(id),
         status: JobStatus::Pending,
         created: true,
+        outcome: EnqueueOutcome::Inserted,
     })
 }
 
@@ -686,6 +798,7 @@ async fn enqueue_keyed(
                     id: JobId(*id),
                     status: JobStatus::Pending,
                     created: true,
+                    outcome: EnqueueOutcome::Inserted,
                 });
             }
         }
@@ -748,6 +861,7 @@ async fn enqueue_keyed(
                 id: row.id,
                 status: row.status,
                 created: false,
+                outcome: EnqueueOutcome::Existing,
             });
         }
         pending.retain(|&index| results[index].is_none());

@@ -43,7 +43,9 @@ pub use definitions::{
     get_job_definition, list_job_definitions, set_job_definition_enabled, sync_job_definitions,
     upsert_job_definition,
 };
-pub use enqueue::{EnqueuedJob, JobEnqueue, UniqueWhile, enqueue_job, enqueue_jobs};
+pub use enqueue::{
+    EnqueueOutcome, EnqueuedJob, JobEnqueue, UniqueRule, UniqueWhile, enqueue_job, enqueue_jobs,
+};
 pub use fan_out::{FanOutFill, fill_fan_out, get_fan_out_outputs};
 pub(crate) use handler_access::{PgJobServices, store_job_logs};
 pub use intents::{

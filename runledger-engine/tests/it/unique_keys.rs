@@ -1,15 +1,22 @@
-//! Singletons: a unique key held while a job is queued (never started) or active (pending or
-//! leased); a second enqueue returns the holder, and the key is free once the holder leaves.
+//! Unique keys: a singleton holds its key while it is queued (never started) or active
+//! (pending or leased), a debounced job while it waits, a throttled job for its window; another
+//! enqueue with the key returns the holder (a debounce replaces its payload), and the key is
+//! free once the holder leaves.
 
-use runledger_engine::core::jobs::{JobId, JobStatus};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use runledger_engine::core::jobs::{JobCompletion, JobId, JobStatus};
 use runledger_engine::postgres::jobs::{
-    EnqueuedJob, JobEnqueue, TenantScope, UniqueWhile, cancel_job, complete_job_success,
-    enqueue_job, enqueue_jobs, requeue_job,
+    EnqueueOutcome, EnqueuedJob, JobEnqueue, TenantScope, UniqueWhile, cancel_job,
+    complete_job_success, enqueue_job, enqueue_jobs, requeue_job,
 };
-use serde_json::json;
+use runledger_engine::runtime::Supervisor;
+use runledger_engine::runtime::catalog::JobCatalog;
+use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{DefinitionOpts, claim, define};
+use crate::support::{DefinitionOpts, claim, define, fast_config, handler, wait_for_status};
 
 const TYPE: &str = "singleton.job";
 
@@ -195,4 +202,119 @@ async fn bad_unique_requests_are_refused_with_their_codes(pool: PgPool) {
     .unwrap_err();
     assert_eq!(err.code(), "validation.isolation_level_unsupported");
     assert_eq!(jobs_of_type(&pool).await, 0, "nothing was inserted");
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_debounced_burst_of_100_enqueues_runs_once_with_the_last_payload(pool: PgPool) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let catalog = JobCatalog::new().job(
+        TYPE,
+        handler(TYPE, move |_, payload: Value| {
+            let record = Arc::clone(&record);
+            async move {
+                record.lock().unwrap().push(payload);
+                Ok(JobCompletion::success())
+            }
+        }),
+    );
+    catalog.sync_definitions(&pool).await.unwrap();
+
+    let window = Duration::from_millis(1_500);
+    let mut outcomes = Vec::new();
+    let mut ids = Vec::new();
+    for n in 0..100 {
+        let payload = json!({ "n": n });
+        let job = enqueue_job(
+            &pool,
+            &JobEnqueue::new(TYPE, &payload).debounce("document:7", window),
+        )
+        .await
+        .unwrap();
+        outcomes.push(job.outcome);
+        ids.push(job.id);
+    }
+    assert_eq!(outcomes[0], EnqueueOutcome::Inserted);
+    assert!(outcomes[1..].iter().all(|o| *o == EnqueueOutcome::Replaced));
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "one job for the burst");
+    let (payload, due_in): (Value, f64) = sqlx::query_as(
+        "SELECT payload, extract(epoch FROM next_run_at - now())::float8
+         FROM runledger.job_queue WHERE id = $1",
+    )
+    .bind(ids[0].0)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(payload, json!({ "n": 99 }), "the last payload wins");
+    assert!(
+        due_in > 1.0,
+        "due a window after the last enqueue: {due_in}"
+    );
+
+    let supervisor = Supervisor::builder(&pool, fast_config("w-debounce"))
+        .unwrap()
+        .with_catalog(&catalog)
+        .build()
+        .unwrap();
+    wait_for_status(&pool, "SUCCEEDED", 1, Duration::from_secs(30)).await;
+    supervisor
+        .shutdown_with_timeout(Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![json!({ "n": 99 })]);
+    assert_eq!(jobs_of_type(&pool).await, 1);
+}
+
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_throttle_keeps_the_first_job_of_each_window_and_drops_the_rest(pool: PgPool) {
+    define(&pool, TYPE, DefinitionOpts::default()).await;
+    let window = Duration::from_millis(800);
+    let throttled = |n: i32| {
+        let pool = &pool;
+        async move {
+            let payload = json!({ "n": n });
+            enqueue_job(
+                pool,
+                &JobEnqueue::new(TYPE, &payload).throttle("user:42", window),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let kept = throttled(0).await;
+    assert_eq!(kept.outcome, EnqueueOutcome::Inserted);
+    for n in 1..10 {
+        let dropped = throttled(n).await;
+        assert_eq!(
+            (dropped.id, dropped.outcome),
+            (kept.id, EnqueueOutcome::Dropped)
+        );
+    }
+    // Finished or not, the kept job holds the key for its window.
+    let [job] = claim(&pool, "w-throttle", 1).await.try_into().unwrap();
+    complete_job_success(&pool, &job.lease(), None)
+        .await
+        .unwrap();
+    let dropped = throttled(10).await;
+    assert_eq!(
+        (dropped.id, dropped.status, dropped.outcome),
+        (kept.id, JobStatus::Succeeded, EnqueueOutcome::Dropped)
+    );
+
+    tokio::time::sleep(window + Duration::from_millis(100)).await;
+    let next = throttled(11).await;
+    assert_eq!(next.outcome, EnqueueOutcome::Inserted, "a new window");
+    assert_ne!(next.id, kept.id);
+    assert_eq!(jobs_of_type(&pool).await, 2);
+
+    let payload = json!({});
+    assert_eq!(
+        refused(
+            &pool,
+            JobEnqueue::new(TYPE, &payload).throttle("user:42", Duration::ZERO)
+        )
+        .await,
+        "job.invalid_unique_window"
+    );
 }
