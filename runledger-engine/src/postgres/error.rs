@@ -224,12 +224,13 @@ pub enum Error {
         job_id: JobId,
     },
     /// A singleton cannot go back to the queue while another job holds its unique key.
-    #[error("job {job_id} cannot be requeued: job {holder} holds its unique key")]
+    #[error("job {job_id} cannot be requeued: {} holds its unique key", holder.map_or_else(|| "another job".to_owned(), |h| format!("job {h}")))]
     UniqueKeyTaken {
         /// The job.
         job_id: JobId,
-        /// The job holding the key.
-        holder: JobId,
+        /// The job holding the key, when the requeue saw it (`None`: one enqueued while the
+        /// requeue ran took the key first).
+        holder: Option<JobId>,
     },
     /// Workflow step jobs cannot be canceled one by one; cancel the workflow run instead.
     #[error("job {job_id} belongs to a workflow; cancel the workflow run instead")]

@@ -318,3 +318,34 @@ async fn a_throttle_keeps_the_first_job_of_each_window_and_drops_the_rest(pool: 
         "job.invalid_unique_window"
     );
 }
+
+/// A requeue whose own check cannot see a holder yet (enqueued in a transaction that commits
+/// while the requeue waits on the unique index) still fails with its code.
+#[sqlx::test(migrator = "runledger_engine::postgres::MIGRATOR")]
+async fn a_requeue_racing_an_enqueue_of_its_key_fails_with_its_code(pool: PgPool) {
+    define(&pool, TYPE, DefinitionOpts::default()).await;
+    let first = enqueue_unique(&pool, "account:9", UniqueWhile::Active).await;
+    cancel_job(&pool, first.id, TenantScope::Admin)
+        .await
+        .unwrap();
+
+    let mut tx = pool.begin().await.unwrap();
+    let payload = json!({});
+    let racing = enqueue_job(
+        &mut *tx,
+        &JobEnqueue::new(TYPE, &payload).unique("account:9", UniqueWhile::Active),
+    )
+    .await
+    .unwrap();
+    assert!(racing.created);
+    let requeue = {
+        let pool = pool.clone();
+        tokio::spawn(async move { requeue_job(&pool, first.id, TenantScope::Admin).await })
+    };
+    // The requeue waits on the uncommitted holder's index entry until the commit.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tx.commit().await.unwrap();
+    let refused = requeue.await.unwrap().unwrap_err();
+    assert_eq!(refused.code(), "job.unique_key_taken", "{refused}");
+    assert_eq!(jobs_of_type(&pool).await, 2);
+}

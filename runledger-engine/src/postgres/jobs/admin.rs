@@ -317,7 +317,8 @@ async fn requeue<'e>(
         expected.map_or(0, |e| e.run_number),
     )
     .fetch_optional(executor)
-    .await?;
+    .await
+    .map_err(|err| unique_key_taken(err, job_id))?;
     let Some(row) = row else {
         return Err(Error::JobNotFound { job_id });
     };
@@ -331,7 +332,7 @@ async fn requeue<'e>(
     if let (true, Some(holder)) = (requeuable, row.holder) {
         return Err(Error::UniqueKeyTaken {
             job_id,
-            holder: JobId(holder),
+            holder: Some(JobId(holder)),
         });
     }
     match expected {
@@ -346,6 +347,23 @@ async fn requeue<'e>(
             status: row.status,
             operation: "requeued",
         }),
+    }
+}
+
+/// A requeue that met a singleton's unique index: a job enqueued with the key while the
+/// requeue ran took it first (the requeue's own check did not see it yet).
+fn unique_key_taken(err: sqlx::Error, job_id: JobId) -> Error {
+    let taken = err
+        .as_database_error()
+        .and_then(|db| db.constraint())
+        .is_some_and(|name| name.starts_with("job_queue_unique_"));
+    if taken {
+        Error::UniqueKeyTaken {
+            job_id,
+            holder: None,
+        }
+    } else {
+        err.into()
     }
 }
 
