@@ -40,6 +40,30 @@ CREATE INDEX job_queue_unique_window_idx
     )
     WHERE unique_while = 'WINDOW';
 
+-- The job holding a singleton's or a debounced job's unique key: of the organization and type,
+-- with the key, in the states its `unique_while` names (QUEUED: pending and never started;
+-- ACTIVE: pending or leased). The one statement of what holding a key means besides the
+-- unique indexes' predicates (03_tables.sql). Called by runledger.enqueue_unique_job and by
+-- `postgres::jobs::admin::requeue` (a requeue must not make a second holder).
+CREATE FUNCTION runledger.unique_key_holder(
+    p_organization_id uuid, p_job_type text, p_unique_key text, p_unique_while text
+) RETURNS TABLE (id uuid, queue text, status text)
+LANGUAGE sql STABLE
+AS $$
+    SELECT q.id, q.queue, q.status
+    FROM runledger.job_queue q
+    WHERE coalesce(q.organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
+              = coalesce(p_organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
+      AND q.job_type = p_job_type AND q.unique_key = p_unique_key
+      AND q.unique_while = p_unique_while
+      AND CASE p_unique_while
+              WHEN 'QUEUED' THEN q.status = 'PENDING' AND q.attempt = 0
+              WHEN 'ACTIVE' THEN q.status IN ('PENDING', 'LEASED')
+              ELSE false
+          END
+    LIMIT 1
+$$;
+
 -- One job with a unique key (and no idempotency key): a singleton, a debounced or a throttled
 -- enqueue. Inserts it unless a job of its organization and type holds the key, and returns
 -- the job's queue, id and status with what happened (`outcome`); no row when the type has no
@@ -145,34 +169,22 @@ BEGIN
         ) THEN
             RETURN;
         END IF;
-        IF p_window IS NOT NULL THEN
-            -- A debounce: the waiting holder takes the payload and a new window.
+        SELECT h.queue, h.id, h.status INTO v_queue, v_id, v_status
+        FROM runledger.unique_key_holder(p_organization_id, p_job_type, p_unique_key,
+                                         p_unique_while) AS h;
+        IF FOUND AND p_window IS NOT NULL THEN
+            -- A debounce: the waiting holder takes the payload and a new window, unless a
+            -- claim took it meanwhile (then the key is free: the insert is tried again).
             UPDATE runledger.job_queue q
             SET payload = p_payload, next_run_at = v_run_at, updated_at = now()
-            WHERE coalesce(q.organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
-                      = coalesce(p_organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
-              AND q.job_type = p_job_type AND q.unique_key = p_unique_key
-              AND q.unique_while = 'QUEUED' AND q.status = 'PENDING' AND q.attempt = 0
-            RETURNING q.queue, q.id INTO v_queue, v_id;
+            WHERE q.id = v_id AND q.status = 'PENDING' AND q.attempt = 0;
             IF FOUND THEN
                 RETURN QUERY SELECT v_queue, v_id, 'PENDING'::text, 'REPLACED'::text, NULL::text;
                 RETURN;
             END IF;
-        ELSE
-            SELECT q.queue, q.id, q.status INTO v_queue, v_id, v_status
-            FROM runledger.job_queue q
-            WHERE coalesce(q.organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
-                      = coalesce(p_organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
-              AND q.job_type = p_job_type AND q.unique_key = p_unique_key
-              AND q.unique_while = p_unique_while
-              AND CASE p_unique_while
-                      WHEN 'QUEUED' THEN q.status = 'PENDING' AND q.attempt = 0
-                      ELSE q.status IN ('PENDING', 'LEASED')
-                  END;
-            IF FOUND THEN
-                RETURN QUERY SELECT v_queue, v_id, v_status, 'DROPPED'::text, NULL::text;
-                RETURN;
-            END IF;
+        ELSIF FOUND THEN
+            RETURN QUERY SELECT v_queue, v_id, v_status, 'DROPPED'::text, NULL::text;
+            RETURN;
         END IF;
         v_tries := v_tries + 1;
         IF v_tries >= 100 THEN

@@ -264,21 +264,15 @@ async fn requeue<'e>(
             WHERE id = $1 AND (NOT $2 OR organization_id IS NOT DISTINCT FROM $3)
             FOR UPDATE
         ),
-        -- A singleton's key taken meanwhile by another job: the requeue would make two.
+        -- A unique key taken meanwhile by another job: the requeue would make two holders (a
+        -- queued singleton holds its key again only if it never started).
         holder AS (
-            SELECT o.id
+            SELECT h.id
             FROM current c
-            JOIN runledger.job_queue o
-              ON coalesce(o.organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
-                     = coalesce(c.organization_id, '00000000-0000-0000-0000-000000000000'::uuid)
-             AND o.job_type = c.job_type AND o.unique_key = c.unique_key
-             AND o.unique_while = c.unique_while AND o.id <> c.id
-            WHERE CASE c.unique_while
-                      WHEN 'QUEUED' THEN c.attempt = 0 AND o.status = 'PENDING' AND o.attempt = 0
-                      WHEN 'ACTIVE' THEN o.status IN ('PENDING', 'LEASED')
-                      ELSE false
-                  END
-            LIMIT 1
+            CROSS JOIN LATERAL runledger.unique_key_holder(
+                c.organization_id, c.job_type, c.unique_key, c.unique_while
+            ) AS h
+            WHERE h.id <> c.id AND (c.unique_while <> 'QUEUED' OR c.attempt = 0)
         ),
         requeued AS (
             UPDATE runledger.job_queue q

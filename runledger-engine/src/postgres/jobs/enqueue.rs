@@ -459,22 +459,20 @@ pub(crate) async fn enqueue_on(
     trace_context: Option<&TraceContext>,
 ) -> Result<Vec<EnqueuedJob>> {
     if requests.iter().any(|r| r.unique.is_some()) {
-        // Singletons resolve one by one (each may return another job); the rest as usual.
+        // Requests with a unique key resolve one by one (each may return another job); the
+        // rest one at a time beside them, keyed or not.
         let mut jobs = Vec::with_capacity(requests.len());
         for request in requests {
-            jobs.push(match request.unique {
-                Some(unique) => enqueue_unique(conn, request, unique, trace_context).await?,
-                None => {
-                    let mut one = Box::pin(enqueue_on(
-                        conn,
-                        std::slice::from_ref(request),
-                        trace_context,
-                    ))
-                    .await?;
-                    one.pop()
-                        .ok_or_else(|| Error::corrupt("enqueue returned no job"))?
+            match request.unique {
+                Some(unique) => {
+                    jobs.push(enqueue_unique(conn, request, unique, trace_context).await?);
                 }
-            });
+                None if request.idempotency_key.is_some() => {
+                    let one = std::slice::from_ref(request);
+                    jobs.extend(enqueue_keyed(conn, one, trace_context).await?);
+                }
+                None => jobs.push(enqueue_one(conn, request, trace_context).await?),
+            }
         }
         return Ok(jobs);
     }

@@ -962,7 +962,7 @@ async fn select_steps<'c>(
             FROM runledger.workflow_steps p
             JOIN runledger.workflow_step_dependencies d ON d.depends_on_step_id = p.id
             WHERE p.workflow_run_id = $1
-              AND d.step_id IN (SELECT id FROM page WHERE $6::int IS NULL OR deps_total <= $6)
+              AND d.step_id IN (SELECT id FROM page WHERE $6::bigint IS NULL OR deps_total <= $6)
             GROUP BY d.step_id
         )
         SELECT s.id AS "id!: WorkflowStepId", s.step_key AS "step_key!",
@@ -984,7 +984,7 @@ async fn select_steps<'c>(
         organization,
         after.map(|step| step.0),
         limit,
-        named.map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
+        named,
     )
     .fetch_all(&mut *conn)
     .await?;
